@@ -1,0 +1,89 @@
+// Op-tape autograd. Every op run in forward appends a TapeOp to its Context's tape; module calls
+// append enter/exit markers around their ops. Backward walks the tape in reverse: an exit marker
+// opens a module's backward (pre-backward hook), the matching enter marker closes it
+// (post-backward hook), so the engine sees module backward exactly as it sees module forward,
+// once per invocation even when a module runs several times in one forward.
+//
+// Rule for op authors: a backward closure reads its inputs through their Vars at backward time
+// (`input.value()`), never through a Tensor captured in forward. A parameter released after
+// forward must be fetched again before its module's backward, exactly as in a real ZeRO-3 engine;
+// reading it through the Var makes a missing fetch visible instead of silently using a stale copy.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace zero3 {
+
+class Context;
+class Module;
+
+struct VarNode {
+  Tensor value;
+  Tensor grad;  // undefined until some gradient flows in
+  bool requires_grad = false;
+};
+
+// A handle to a value in the autograd graph. Copies share the node.
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor value, bool requires_grad = false);
+
+  bool defined() const { return node_ != nullptr; }
+  const Tensor& value() const;
+  Tensor& mutable_value();
+  const Tensor& grad() const;
+  bool requires_grad() const;
+  const Shape& shape() const { return value().shape(); }
+  bool same_node(const Var& other) const { return node_ == other.node_; }
+
+  // Adds `gradient` (same shape as value) into grad, allocating it on first use.
+  void accumulate_grad(Context& ctx, const Tensor& gradient);
+  void clear_grad();
+
+ private:
+  std::shared_ptr<VarNode> node_;
+};
+
+struct TapeOp {
+  std::string name;
+  std::vector<Var> inputs;
+  Var output;
+  // Receives the gradient of `output`; accumulates into the inputs that require grad.
+  std::function<void(Context&, const Tensor& grad_output)> backward;
+};
+
+enum class MarkerKind : uint8_t { module_enter, module_exit };
+
+struct ModuleMarker {
+  MarkerKind kind;
+  Module* module;
+  int64_t invocation;  // 0 for the first call of this module in this forward, 1 for the second...
+};
+
+struct TapeEntry {
+  bool is_marker = false;
+  TapeOp op;
+  ModuleMarker marker{};
+};
+
+class Tape {
+ public:
+  void record(TapeOp op);
+  void mark(MarkerKind kind, Module* module, int64_t invocation);
+  const std::vector<TapeEntry>& entries() const { return entries_; }
+  void clear() { entries_.clear(); }
+
+ private:
+  std::vector<TapeEntry> entries_;
+};
+
+// Backpropagates from a scalar `loss` (gradient 1) through ctx's tape, firing the module backward
+// hooks at the markers, then clears the tape.
+void backward(Context& ctx, const Var& loss);
+
+}  // namespace zero3

@@ -1,0 +1,72 @@
+// Typed errors for everything that can go wrong in operation, each with its CLI exit code
+// (DESIGN.md: 1 bad input, 2 correctness, 3 liveness, 4 backend). Programmer errors use
+// ZERO3_CHECK, which names the failed expression and where it is.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace zero3 {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitBadInput = 1,
+  kExitCorrectness = 2,
+  kExitLiveness = 3,
+  kExitBackend = 4,
+};
+
+class Zero3Error : public std::runtime_error {
+ public:
+  Zero3Error(const std::string& message, int exit_code) : std::runtime_error(message), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
+// Bad model spec, config, trace, checkpoint or flag. The message names the file, the JSON path and
+// what was expected.
+class InputError : public Zero3Error {
+ public:
+  explicit InputError(const std::string& message) : Zero3Error(message, kExitBadInput) {}
+};
+
+// Operands whose shapes do not fit the op.
+class ShapeError : public Zero3Error {
+ public:
+  explicit ShapeError(const std::string& message) : Zero3Error(message, kExitCorrectness) {}
+};
+
+// A result differs from its oracle, or a use of a parameter would silently compute garbage.
+class CorrectnessError : public Zero3Error {
+ public:
+  explicit CorrectnessError(const std::string& message) : Zero3Error(message, kExitCorrectness) {}
+};
+
+// Collective mismatch, deadlock or peer failure: real NCCL would hang here.
+class LivenessError : public Zero3Error {
+ public:
+  explicit LivenessError(const std::string& message) : Zero3Error(message, kExitLiveness) {}
+};
+
+// An allocation that the (possibly fault-injecting) allocator refused.
+class OutOfMemoryError : public Zero3Error {
+ public:
+  explicit OutOfMemoryError(const std::string& message) : Zero3Error(message, kExitBackend) {}
+};
+
+// CUDA, NCCL or a missing device.
+class BackendError : public Zero3Error {
+ public:
+  explicit BackendError(const std::string& message) : Zero3Error(message, kExitBackend) {}
+};
+
+[[noreturn]] void check_failed(const char* expression, const char* file, int line, const std::string& detail);
+
+}  // namespace zero3
+
+// Programmer-error assertion: always on, prints the expression, file:line and an optional detail.
+#define ZERO3_CHECK(condition, ...)                                                         \
+  do {                                                                                      \
+    if (!(condition)) ::zero3::check_failed(#condition, __FILE__, __LINE__, std::string(__VA_ARGS__)); \
+  } while (0)

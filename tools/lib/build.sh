@@ -1,0 +1,50 @@
+# Shared by tools/zero3 and tools/test: install what is missing, then configure and build.
+# Sourced, not run. Sets ZERO3_BUILD_DIR.
+
+ZERO3_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ZERO3_BUILD_DIR=${ZERO3_BUILD_DIR:-$ZERO3_ROOT/build}
+
+# Debian packages the build needs; the CUDA toolkit and NCCL are optional and never installed here.
+ZERO3_PACKAGES=(cmake ninja-build g++ ccache googletest libgtest-dev librapidcheck-dev nlohmann-json3-dev
+                libcli11-dev libopenblas-dev libboost-context-dev)
+
+zero3_log() { printf 'zero3: %s\n' "$*" >&2; }
+
+zero3_install_missing_packages() {
+  local missing=()
+  for package in "${ZERO3_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    zero3_log "missing Debian packages: ${missing[*]}"
+    zero3_log "install them with: sudo apt-get install ${missing[*]}"
+    exit 1
+  fi
+  zero3_log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2 || { zero3_log "apt-get update failed"; exit 1; }
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || { zero3_log "apt-get install failed"; exit 1; }
+}
+
+zero3_build() {
+  local jobs
+  jobs=$(nproc 2>/dev/null || echo 2)
+  local werror=OFF
+  [ -n "${CI:-}" ] && werror=ON
+  if [ ! -f "$ZERO3_BUILD_DIR/build.ninja" ]; then
+    zero3_log "configuring $ZERO3_BUILD_DIR"
+    cmake -S "$ZERO3_ROOT" -B "$ZERO3_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DZERO3_WERROR=$werror >"$ZERO3_BUILD_DIR.configure.log" 2>&1 ||
+      { cat "$ZERO3_BUILD_DIR.configure.log" >&2; zero3_log "configure failed"; exit 1; }
+  fi
+  # Quiet on success; the full compiler output on failure.
+  if ! cmake --build "$ZERO3_BUILD_DIR" -j "$jobs" >"$ZERO3_BUILD_DIR.build.log" 2>&1; then
+    grep -E 'error|Error|FAILED' -A5 "$ZERO3_BUILD_DIR.build.log" | head -200 >&2
+    zero3_log "build failed; full log: $ZERO3_BUILD_DIR.build.log"
+    exit 1
+  fi
+}
+
+zero3_install_missing_packages
+zero3_build
