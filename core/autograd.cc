@@ -38,6 +38,12 @@ void Var::accumulate_grad(Context& ctx, const Tensor& gradient) {
     node_->grad = gradient.clone();
     return;
   }
+  // Shape-only (meta) backward: a sum of gradients has the value's shape and no data to add, and
+  // kernels never see meta tensors.
+  if (node_->grad.is_meta() || gradient.is_meta()) {
+    node_->grad = Tensor::meta(node_->value.shape(), node_->grad.dtype());
+    return;
+  }
   ctx.kernels().add_into(node_->grad, gradient);
 }
 
@@ -67,6 +73,7 @@ void backward(Context& ctx, const Var& loss) {
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->is_marker) {
       // Reversed: an exit marker starts the module's backward, its enter marker ends it.
+      ctx.current_invocation_ = it->marker.invocation;
       if (it->marker.kind == MarkerKind::module_exit) ctx.hooks().pre_backward(ctx, *it->marker.module);
       else ctx.hooks().post_backward(ctx, *it->marker.module);
       continue;

@@ -54,6 +54,14 @@ class Context {
   // Drops the tape and the per-step leaves; call at the start of every micro-step.
   void begin_micro_step();
 
+  // For engines. Replaces what `param`'s leaf shows to the ops recorded on the tape (the gathered
+  // value before a module's backward, a placeholder after release); no-op if it was not used yet.
+  void set_param_value(const Parameter& param, const Tensor& value);
+  // Drops `param`'s accumulated gradient once the engine has reduced it.
+  void release_param_grad(const Parameter& param);
+  // The invocation index of the module whose hook is running (0 for its first call this micro-step).
+  int64_t current_invocation() const { return current_invocation_; }
+
   // Runs `body` as one invocation of `module`: markers on the tape and the forward hooks around it.
   template <class Body>
   auto invoke(Module& module, Body&& body) {
@@ -79,6 +87,9 @@ class Context {
   std::map<int64_t, Var> param_leaves_;            // by parameter id
   std::map<const Module*, int64_t> invocations_;   // calls so far in this micro-step
   std::vector<Module*> module_stack_;
+  int64_t current_invocation_ = 0;
+
+  friend void backward(Context& ctx, const Var& loss);
 };
 
 }  // namespace zero3

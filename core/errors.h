@@ -49,6 +49,30 @@ class LivenessError : public Zero3Error {
   explicit LivenessError(const std::string& message) : Zero3Error(message, kExitLiveness) {}
 };
 
+// Ranks issued different collectives (op, dtype, count, root or reduce op) at one sequence number.
+// The message lists every rank's call with its CallSite.
+class CollectiveMismatchError : public LivenessError {
+ public:
+  explicit CollectiveMismatchError(const std::string& message) : LivenessError(message) {}
+};
+
+// Every live rank waits in a collective that can no longer complete. The message lists what each
+// rank waits on and its last completed collectives.
+class DeadlockError : public LivenessError {
+ public:
+  explicit DeadlockError(const std::string& message) : LivenessError(message) {}
+};
+
+// Another rank crashed, threw or aborted while this rank needed it for a collective.
+class PeerFailureError : public LivenessError {
+ public:
+  PeerFailureError(const std::string& message, int failed_rank) : LivenessError(message), failed_rank_(failed_rank) {}
+  int failed_rank() const { return failed_rank_; }
+
+ private:
+  int failed_rank_;
+};
+
 // An allocation that the (possibly fault-injecting) allocator refused.
 class OutOfMemoryError : public Zero3Error {
  public:

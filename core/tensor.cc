@@ -79,6 +79,13 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return Tensor(shape, dtype_, device_, storage_);
 }
 
+Tensor Tensor::view_prefix(const Shape& shape) const {
+  if (shape_numel(shape) > numel_) {
+    throw ShapeError("cannot view " + shape_str(shape) + " inside " + describe(*this));
+  }
+  return Tensor(shape, dtype_, device_, storage_);
+}
+
 Tensor Tensor::to_dtype(DType dtype) const {
   Tensor out = clone();
   out.dtype_ = dtype;

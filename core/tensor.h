@@ -49,6 +49,9 @@ class Tensor {
 
   Tensor clone() const;                       // deep copy, same dtype and device
   Tensor reshape(const Shape& shape) const;   // shares storage; numel must match
+  // A view of the first shape_numel(shape) elements with the given shape (shares storage). Lets a
+  // gather buffer of world * shard elements show the unpadded parameter without a copy.
+  Tensor view_prefix(const Shape& shape) const;
   Tensor to_dtype(DType dtype) const;         // copy with rounding when narrowing to bf16
   // True when both tensors view the same storage (used to spot aliasing of released buffers).
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }

@@ -1,0 +1,54 @@
+// Runtime switches that put known sharded-training bugs back into the engine, so the property
+// harness can prove it catches each one (its mutation score). Off by default; each names the
+// real-world bug it mirrors. `zero3 fuzz --inject NAME` switches one on.
+#pragma once
+#include <bitset>
+#include <string>
+#include <vector>
+
+namespace zero3 {
+
+enum class Bug : uint8_t {
+  // DeepSpeed: fetch skipped when the module's parameters to fetch have 0 elements in total, so a
+  // zero-sized parameter never leaves NOT_AVAILABLE.
+  gather_gated_on_numel,
+  // A parameter used by a module that does not own it is not registered, so it is used while
+  // partitioned (it shows its placeholder).
+  external_not_registered,
+  // Gradient buckets laid out in hook-arrival order instead of parameter-id order.
+  bucket_order_by_arrival,
+  // Shard padding left uninitialised (DeepSpeed allocates it with torch.empty).
+  padding_uninitialized,
+  // A gradient bucket that exactly fills reduce_bucket_size is never flushed on time and its
+  // reduction is skipped.
+  bucket_exact_size_skipped,
+  // The prefetch trace is invalidated without waiting for in-flight gathers.
+  invalidate_without_wait,
+  // A parameter is released at a module's post-forward although an enclosing module still uses it.
+  release_while_in_use,
+  // The 1/gradient_accumulation_steps scale is applied per micro-step and again at the end.
+  gas_scale_twice,
+  // Only parameters that received a gradient take part in reduce-scatter.
+  unused_params_skipped,
+  // A gathered parameter is marked AVAILABLE without waiting for its all-gather.
+  missing_gather_wait,
+  count_,
+};
+
+const char* bug_name(Bug bug);
+const char* bug_description(Bug bug);
+std::vector<Bug> all_bugs();
+// Throws InputError listing the known names when `name` is not one.
+Bug parse_bug(const std::string& name);
+
+class BugInjections {
+ public:
+  bool on(Bug bug) const { return bits_.test(static_cast<size_t>(bug)); }
+  void set(Bug bug) { bits_.set(static_cast<size_t>(bug)); }
+  bool any() const { return bits_.any(); }
+
+ private:
+  std::bitset<static_cast<size_t>(Bug::count_)> bits_;
+};
+
+}  // namespace zero3

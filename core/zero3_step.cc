@@ -1,0 +1,172 @@
+// The ZeRO-3 engine's training step: gradient readiness, bucketed reduce-scatter ordered by id,
+// the canonical norm from shard partials, and AdamW on f32 master shards (zero3_engine.h).
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/bucket_layout.h"
+#include "core/errors.h"
+#include "core/module.h"
+#include "core/zero3_engine.h"
+#include "core/zero3_engine_state.h"
+
+namespace zero3 {
+
+StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t step) {
+  step_ = step;
+  ctx.set_step(step);
+  trace_.begin_step();
+  double loss_total = 0.0;
+  for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
+    ctx.begin_micro_step();
+    phase_ = "forward";
+    const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
+    Var loss = model_.loss(ctx, batch);
+    loss_total += loss.value().item();
+    phase_ = "backward";
+    backward(ctx, loss);
+    finish_micro_step(ctx);
+  }
+  const int64_t gas = config_.gradient_accumulation_steps;
+  for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
+
+  phase_ = "step";
+  StepStats stats;
+  stats.step = step;
+  // Same arithmetic as the DDP reference: the mean over ranks, summed in rank order.
+  Tensor loss = Tensor::scalar(static_cast<float>(loss_total / static_cast<double>(gas)));
+  comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "loss"});
+  stats.loss = loss.item() / static_cast<double>(comm_.world());
+  stats.grad_norm = global_grad_norm(step);
+  stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
+  optimizer_step(ctx, step, stats.clip);
+  return stats;
+}
+
+void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
+  auto it = uses_.find({&module, ctx.current_invocation()});
+  if (it == uses_.end()) return;
+  int64_t bucket_elements = 0;
+  for (ParamState* state : it->second) {
+    ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
+    if (--state->remaining_grad_uses == 0 && !state->reduced) reduce_bucket_.push_back(state);
+  }
+  for (const ParamState* state : reduce_bucket_) bucket_elements += state->numel;
+  if (bucket_elements >= config_.zero.reduce_bucket_elements) {
+    if (bugs_.on(Bug::bucket_exact_size_skipped) && bucket_elements == config_.zero.reduce_bucket_elements) {
+      for (ParamState* state : reduce_bucket_) state->reduced = true;  // the bug: dropped, never reduced
+      reduce_bucket_.clear();
+      return;
+    }
+    flush_reduce_bucket(ctx);
+  }
+}
+
+void Zero3Engine::flush_reduce_bucket(Context& ctx) {
+  if (reduce_bucket_.empty()) return;
+  // Ordered by id, so every rank lays the bucket out identically whatever order hooks fired in.
+  if (!bugs_.on(Bug::bucket_order_by_arrival)) {
+    std::sort(reduce_bucket_.begin(), reduce_bucket_.end(),
+              [](const ParamState* a, const ParamState* b) { return a->param->id() < b->param->id(); });
+  }
+  std::vector<BucketEntry> entries;
+  std::vector<Tensor> grads;
+  for (const ParamState* state : reduce_bucket_) {
+    entries.push_back({.param_id = state->param->id(), .numel = state->numel});
+    const Tensor grad = ctx.param_grad(*state->param);
+    grads.push_back(grad.defined() ? grad.to_dtype(DType::f32).reshape({state->numel}) : Tensor());
+  }
+  const BucketLayout layout(entries, comm_.world());
+  Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()});
+  const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
+  layout.pack_full(grads, world_buffer, padding);
+  Tensor block = Tensor::zeros({layout.block_numel()});
+  comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+  counters_.reduce_scatters++;
+  for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
+    ParamState& state = *reduce_bucket_[i];
+    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(block, i), comm_.world());
+    if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
+    ctx.release_param_grad(*state.param);
+    state.reduced = true;
+  }
+  reduce_bucket_.clear();
+}
+
+void Zero3Engine::finish_micro_step(Context& ctx) {
+  flush_reduce_bucket(ctx);
+  // Whatever was not reduced yet — unused parameters above all — is reduced now, in id order:
+  // with zeros where there is no gradient, so every rank issues the same collectives.
+  int64_t bucket_elements = 0;
+  for (auto& state : states_) {
+    if (state->reduced) continue;
+    if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*state->param).defined()) continue;
+    reduce_bucket_.push_back(state.get());
+    bucket_elements += state->numel;
+    if (bucket_elements >= config_.zero.reduce_bucket_elements) {
+      flush_reduce_bucket(ctx);
+      bucket_elements = 0;
+    }
+  }
+  flush_reduce_bucket(ctx);
+  Module& root = model_.root();
+  for (auto& state : states_) {
+    // Gathers prefetched for what follows this micro-step are completed and dropped.
+    if (state->status == ParamStatus::inflight) wait_for(ctx, *state);
+    if (state->status == ParamStatus::available && !state->persistent) release(ctx, *state, root);
+    state->reduced = false;
+    state->remaining_grad_uses = 0;
+    state->active_uses = 0;
+  }
+  uses_.clear();
+  invocation_stack_.clear();
+}
+
+float Zero3Engine::global_grad_norm(int64_t step) {
+  // The canonical norm (optimizer.h): this rank's partial over its shards in id order, rounded
+  // to f32, then one all-reduce that adds the partials in rank order.
+  double partial = 0.0;
+  for (const auto& state : states_) partial += sum_of_squares(state->grad_shard.values());
+  Tensor total = Tensor::scalar(static_cast<float>(partial));
+  comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
+  return std::sqrt(total.item());
+}
+
+void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
+  AdamWHyper hyper = config_.adamw;
+  hyper.step = step + 1;
+  std::vector<ParamState*> persistent;
+  for (auto& state : states_) {
+    adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, hyper);
+    state->shard = state->slot.master.to_dtype(compute_dtype_);
+    ctx.kernels().fill(state->grad_shard, 0.0f);
+    if (state->persistent && state->status == ParamStatus::available) {
+      release(ctx, *state, model_.root());  // its full value is stale now
+      persistent.push_back(state.get());
+    }
+  }
+  // Persistent parameters stay gathered between steps: gather their new values once.
+  if (!persistent.empty()) {
+    issue_gather(ctx, model_.root(), persistent);
+    complete_gather(ctx, *pending_.back());
+  }
+}
+
+std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
+  std::vector<OptimizerSlot> fulls;
+  for (const auto& state : states_) {
+    const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
+    auto gather = [&](const Tensor& shard) {
+      Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()});
+      comm_.all_gather(shard, world_buffer,
+                       {.module = "", .params = {state->param->name()}, .step = step, .phase = "gather_state"});
+      Tensor full = Tensor::zeros({state->numel});
+      layout.unpack_full(world_buffer, 0, full);
+      return full.reshape(state->param->shape());
+    };
+    fulls.push_back({gather(state->slot.master), gather(state->slot.exp_avg), gather(state->slot.exp_avg_sq)});
+  }
+  return fulls;
+}
+
+}  // namespace zero3

@@ -1,0 +1,327 @@
+// Issue, match, time, complete and fail collectives (the reports are in collective_reports.cc).
+#include "sim/collective_matcher.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "sim/collective_data.h"
+#include "sim/fault_plan.h"
+#include "sim/fiber_scheduler.h"
+#include "sim/recorder.h"
+
+namespace zero3 {
+
+namespace {
+
+int64_t collective_bytes(const CollectiveSignature& signature, int world) {
+  const int64_t block_bytes = signature.count * dtype_bytes(signature.dtype);
+  switch (signature.op) {
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter: return block_bytes * world;
+    case CollectiveOp::all_reduce:
+    case CollectiveOp::broadcast: return block_bytes;
+    case CollectiveOp::barrier: return 0;
+  }
+  return 0;
+}
+
+std::string where(const CollectiveCall& call, int64_t sequence) {
+  return std::string(collective_op_name(call.signature.op)) + " #" + std::to_string(sequence) + " (" +
+         describe(call.site) + ")";
+}
+
+}  // namespace
+
+std::string describe(const CollectiveCall& call) {
+  return describe(call.signature) + (call.meta ? " meta" : "") + " at " + describe(call.site);
+}
+
+CollectiveMatcher::CollectiveMatcher(int world, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
+                                     const HardwareProfile& hardware, double jitter_fraction)
+    : world_(world), scheduler_(scheduler), faults_(faults), recorder_(recorder), hardware_(hardware),
+      jitter_fraction_(jitter_fraction), ranks_(static_cast<size_t>(world)), in_flight_(static_cast<size_t>(world)) {
+  ZERO3_CHECK(world >= 1 && jitter_fraction >= 0.0, "matcher for world " + std::to_string(world));
+}
+
+CollectiveMatcher::RankState& CollectiveMatcher::state(int rank) {
+  ZERO3_CHECK(rank >= 0 && rank < world_, "rank " + std::to_string(rank) + " of " + std::to_string(world_));
+  return ranks_[static_cast<size_t>(rank)];
+}
+
+const CollectiveMatcher::RankState& CollectiveMatcher::state(int rank) const {
+  ZERO3_CHECK(rank >= 0 && rank < world_, "rank " + std::to_string(rank) + " of " + std::to_string(world_));
+  return ranks_[static_cast<size_t>(rank)];
+}
+
+std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int rank, CollectiveCall call) {
+  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " issued a collective from task " +
+                                                std::to_string(scheduler_.current()));
+  const int64_t sequence = state(rank).next_sequence;
+  const std::string call_where = where(call, sequence);
+  throw_if_unusable(rank, "issuing " + call_where);
+  inject_rank_faults(rank, call_where);
+  throw_if_unusable(rank, "issuing " + call_where);  // the world may have failed while the rank stalled
+  check_buffers_free(rank, call, sequence);
+
+  std::shared_ptr<CollectiveSlot>& entry = open_[sequence];
+  if (!entry) {
+    entry = std::make_shared<CollectiveSlot>();
+    entry->sequence = sequence;
+    entry->arrivals.resize(static_cast<size_t>(world_));
+  }
+  std::shared_ptr<CollectiveSlot> slot = entry;
+  state(rank).next_sequence = sequence + 1;
+  arrive(rank, *slot, std::move(call));
+  if (slot->arrived_count == world_) {
+    match(*slot);
+    throw_if_unusable(rank, "issuing " + call_where);  // a mismatch fails the world
+  }
+  return slot;
+}
+
+void CollectiveMatcher::check_buffers_free(int rank, const CollectiveCall& call, int64_t sequence) const {
+  const InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(rank)];
+  const auto hazard = [&](const char* access, const Tensor& tensor, const InFlightUse& use) {
+    throw CorrectnessError("rank " + std::to_string(rank) + ": " + where(call, sequence) + " " + access + " " +
+                           describe(tensor) + ", which is " + describe(use) +
+                           " still in flight; wait() on that collective first (completions may be reordered)");
+  };
+  if (call.input.defined()) {
+    if (const InFlightUse* use = in_flight.writer_of(call.input.storage_id())) hazard("reads", call.input, *use);
+  }
+  if (call.output.defined()) {
+    if (const InFlightUse* use = in_flight.user_of(call.output.storage_id())) hazard("writes", call.output, *use);
+  }
+}
+
+void CollectiveMatcher::arrive(int rank, CollectiveSlot& slot, CollectiveCall call) {
+  CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
+  ZERO3_CHECK(!arrival.arrived, "rank " + std::to_string(rank) + " arrived twice at #" + std::to_string(slot.sequence));
+  arrival.issue_s = scheduler_.now_s(rank);
+  if (!call.meta) {
+    // An in-place input is copied before its buffer is poisoned; other inputs are read at completion.
+    if (call.input.defined() && call.output.defined() && call.input.shares_storage_with(call.output)) {
+      const float* input = call.input.data();
+      arrival.input_copy.assign(input, input + call.input.numel());
+      arrival.input_copied = true;
+    }
+    if (call.output.defined()) poison(call.output.data(), call.output.numel());
+  }
+  InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(rank)];
+  const InFlightUse read{slot.sequence, call.signature.op, call.site, false};
+  const InFlightUse written{slot.sequence, call.signature.op, call.site, true};
+  if (call.input.defined()) in_flight.add(call.input, read);
+  if (call.output.defined()) in_flight.add(call.output, written);
+  arrival.call = std::move(call);
+  arrival.arrived = true;
+  ++slot.arrived_count;
+  ZERO3_CHECK(slot.arrived_count <= world_, "more arrivals than ranks at #" + std::to_string(slot.sequence));
+}
+
+bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
+  const CollectiveCall* first = nullptr;
+  for (const CollectiveSlot::Arrival& arrival : slot.arrivals) {
+    if (!arrival.arrived) continue;
+    if (first == nullptr) {
+      first = &arrival.call;
+    } else if (!(arrival.call.signature == first->signature) || arrival.call.meta != first->meta) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void CollectiveMatcher::match(CollectiveSlot& slot) {
+  ZERO3_CHECK(slot.arrived_count == world_ && !slot.matched, "match of #" + std::to_string(slot.sequence));
+  if (!calls_agree(slot)) {
+    fail(FailureKind::mismatch, mismatch_report(slot), -1);
+    return;
+  }
+  const CollectiveCall& call = slot.arrivals[0].call;
+  const int64_t bytes = collective_bytes(call.signature, world_);
+  const double jitter = 1.0 + jitter_fraction_ * scheduler_.schedule_rng().next_uniform();
+  double duration_s = collective_time_s(hardware_, call.signature.op, bytes, world_) * jitter;
+  const auto site = [&] { return where(call, slot.sequence); };
+  if (faults_.fire(FaultKind::late, -1, site)) duration_s += faults_.draw_delay_s();
+  double start_s = stream_free_s_;
+  for (const CollectiveSlot::Arrival& arrival : slot.arrivals) start_s = std::max(start_s, arrival.issue_s);
+  stream_free_s_ = start_s + duration_s;
+  double end_s = stream_free_s_;
+  // A reordered completion is held back without holding the stream, so later collectives overtake it.
+  if (faults_.fire(FaultKind::reorder, -1, site)) end_s += faults_.draw_delay_s();
+  slot.start_s = start_s;
+  slot.end_s = end_s;
+  slot.matched = true;
+  std::shared_ptr<CollectiveSlot> held = open_.at(slot.sequence);
+  scheduler_.at(end_s, [this, held] { complete(*held); });
+}
+
+void CollectiveMatcher::complete(CollectiveSlot& slot) {
+  // A failed world already gave every waiter its error; its pending collectives never complete.
+  if (failure_) return;
+  ZERO3_CHECK(slot.matched && !slot.completed, "completion of #" + std::to_string(slot.sequence));
+  if (!slot.arrivals[0].call.meta) {
+    std::vector<const float*> inputs(static_cast<size_t>(world_), nullptr);
+    std::vector<float*> outputs(static_cast<size_t>(world_), nullptr);
+    for (size_t rank = 0; rank < inputs.size(); ++rank) {
+      CollectiveSlot::Arrival& arrival = slot.arrivals[rank];
+      if (arrival.input_copied) {
+        inputs[rank] = arrival.input_copy.data();
+      } else if (arrival.call.input.defined()) {
+        inputs[rank] = arrival.call.input.data();
+      }
+      if (arrival.call.output.defined()) outputs[rank] = arrival.call.output.data();
+    }
+    move_collective_data(slot.arrivals[0].call.signature, inputs, outputs);
+  }
+  slot.completed = true;
+  for (int rank = 0; rank < world_; ++rank) {
+    in_flight_[static_cast<size_t>(rank)].remove(slot.sequence);
+    record_completion(rank, slot);
+  }
+  // Completed: the buffers are the ranks' again, and the slot keeps only its times.
+  slot.arrivals.clear();
+  slot.arrivals.shrink_to_fit();
+  open_.erase(slot.sequence);
+  for (int rank = 0; rank < world_; ++rank) {
+    if (state(rank).blocked_on == slot.sequence) wake(rank, slot.end_s);
+  }
+}
+
+void CollectiveMatcher::record_completion(int rank, const CollectiveSlot& slot) {
+  const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
+  const CollectiveCall& call = arrival.call;
+  nlohmann::json event = {{"type", "collective"},
+                          {"seq", slot.sequence},
+                          {"op", collective_op_name(call.signature.op)},
+                          {"dtype", dtype_name(call.signature.dtype)},
+                          {"count", call.signature.count},
+                          {"bytes", collective_bytes(call.signature, world_)},
+                          {"meta", call.meta},
+                          {"module", call.site.module},
+                          {"params", call.site.params},
+                          {"step", call.site.step},
+                          {"phase", call.site.phase},
+                          {"issue_s", arrival.issue_s},
+                          {"start_s", slot.start_s},
+                          {"end_s", slot.end_s}};
+  if (call.signature.op == CollectiveOp::broadcast) event["root"] = call.signature.root;
+  if (call.signature.op == CollectiveOp::reduce_scatter || call.signature.op == CollectiveOp::all_reduce) {
+    event["reduce"] = reduce_op_name(call.signature.reduce);
+  }
+  recorder_.record(rank, std::move(event));
+  std::vector<std::string>& last = state(rank).last_completed;
+  last.push_back("#" + std::to_string(slot.sequence) + " " + collective_op_name(call.signature.op) + " (" +
+                 describe(call.site) + ")");
+  if (last.size() > 2) last.erase(last.begin());
+}
+
+void CollectiveMatcher::wait(int rank, CollectiveSlot& slot) {
+  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " waited from task " +
+                                                std::to_string(scheduler_.current()));
+  while (!slot.completed) {
+    throw_if_unusable(rank, "waiting in " + where(slot.arrivals[static_cast<size_t>(rank)].call, slot.sequence));
+    state(rank).blocked_on = slot.sequence;
+    scheduler_.block();
+    ZERO3_CHECK(state(rank).blocked_on == -1, "rank " + std::to_string(rank) + " resumed while still blocked");
+  }
+  throw_if_crashed(rank, "waiting in #" + std::to_string(slot.sequence));
+  // The compute stream waits for the comm stream: the rank's clock moves to the completion.
+  const double now_s = scheduler_.now_s(rank);
+  if (now_s < slot.end_s) scheduler_.advance(rank, slot.end_s - now_s);
+}
+
+bool CollectiveMatcher::poll(int rank, CollectiveSlot& slot) {
+  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " polled from task " +
+                                                std::to_string(scheduler_.current()));
+  if (!slot.completed) {
+    throw_if_unusable(rank, "polling " + where(slot.arrivals[static_cast<size_t>(rank)].call, slot.sequence));
+    scheduler_.yield();
+  }
+  if (!slot.completed) return false;
+  wait(rank, slot);  // completed: only moves the clock
+  return true;
+}
+
+void CollectiveMatcher::drain(int rank) {
+  std::vector<std::shared_ptr<CollectiveSlot>> pending;
+  for (const auto& [sequence, slot] : open_) {
+    if (slot->arrivals[static_cast<size_t>(rank)].arrived) pending.push_back(slot);
+  }
+  for (const std::shared_ptr<CollectiveSlot>& slot : pending) wait(rank, *slot);
+}
+
+void CollectiveMatcher::rank_exited(int rank) {
+  ZERO3_CHECK(state(rank).blocked_on == -1, "rank " + std::to_string(rank) + " exited while blocked");
+  state(rank).exited = true;
+}
+
+void CollectiveMatcher::rank_failed(int rank, const std::string& reason) {
+  state(rank).failed = true;
+  if (!failure_) fail(FailureKind::peer_failure, "rank " + std::to_string(rank) + " " + reason, rank);
+}
+
+void CollectiveMatcher::inject_rank_faults(int rank, const std::string& site) {
+  // Once the world has failed the run is over for the collectives; more crashes would only bury
+  // the root cause.
+  if (failure_) return;
+  if (faults_.fire(FaultKind::crash, rank, [&] { return site; })) {
+    state(rank).crashed = true;
+    rank_failed(rank, "crashed (injected fault) at " + site);
+    throw RankCrashedError("rank " + std::to_string(rank) + " crashed (injected fault) at " + site);
+  }
+  if (faults_.fire(FaultKind::stall, rank, [&] { return site; })) {
+    scheduler_.advance(rank, 10.0 * faults_.draw_delay_s());
+    scheduler_.yield();
+  }
+}
+
+void CollectiveMatcher::throw_if_crashed(int rank, const std::string& doing) const {
+  if (state(rank).crashed) {
+    throw RankCrashedError("rank " + std::to_string(rank) + " crashed earlier (injected fault) and cannot go on " +
+                           doing);
+  }
+}
+
+void CollectiveMatcher::throw_if_unusable(int rank, const std::string& doing) const {
+  throw_if_crashed(rank, doing);
+  if (!failure_) return;
+  switch (failure_->kind) {
+    case FailureKind::mismatch: throw CollectiveMismatchError(failure_->report);
+    case FailureKind::deadlock: throw DeadlockError(failure_->report);
+    case FailureKind::peer_failure:
+      throw PeerFailureError("peer failure: " + failure_->report + "; rank " + std::to_string(rank) + " was " + doing,
+                             failure_->failed_rank);
+  }
+}
+
+void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_rank) {
+  ZERO3_CHECK(!failure_, "the world failed twice");
+  failure_ = Failure{kind, std::move(report), failed_rank};
+  for (int rank = 0; rank < world_; ++rank) {
+    if (state(rank).blocked_on >= 0) wake(rank, scheduler_.now_s(rank));
+  }
+  ZERO3_CHECK(failure_.has_value(), "failure recorded");
+}
+
+void CollectiveMatcher::wake(int rank, double time_s) {
+  ZERO3_CHECK(state(rank).blocked_on >= 0, "wake of rank " + std::to_string(rank) + " that waits on nothing");
+  state(rank).blocked_on = -1;
+  scheduler_.wake(rank, time_s);
+}
+
+void CollectiveMatcher::on_stuck() {
+  ZERO3_CHECK(!failure_, "ranks blocked after the world failed");
+  // Calls that already disagree are the root cause; the hang is only their consequence.
+  for (const auto& [sequence, slot] : open_) {
+    if (!calls_agree(*slot)) {
+      fail(FailureKind::mismatch, mismatch_report(*slot), -1);
+      return;
+    }
+  }
+  fail(FailureKind::deadlock, deadlock_report(), -1);
+}
+
+}  // namespace zero3

@@ -1,0 +1,132 @@
+// CollectiveMatcher: the shared state behind every rank's SimCommunicator. It numbers each rank's
+// collectives (the k-th call of every rank is collective #k), matches them once all ranks have
+// issued #k, times them with the cost model, moves the data when the schedule completes them, and
+// turns every way a real job would hang into a typed error on every rank:
+//   - different signatures at #k           -> CollectiveMismatchError (every rank's call listed)
+//   - every live rank waits, nothing can complete -> DeadlockError (or the mismatch among the
+//     calls that did arrive), naming what each rank waits on and its last completed collectives
+//   - a rank crashed or its program threw  -> PeerFailureError naming that rank on the others
+// Once one of these happens the world is failed: every pending and later collective fails with it.
+//
+// Semantics beyond NCCL's: an output is poisoned (NaN) from issue to completion; inputs are read
+// at completion (in-place inputs are copied at issue); a buffer still in flight in one collective
+// may not be passed to another before a wait, because completions may be reordered.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/communicator.h"
+#include "sim/hardware_profile.h"
+#include "sim/in_flight_buffers.h"
+
+namespace zero3 {
+
+class FaultInjector;
+class FiberScheduler;
+class Recorder;
+
+// One rank's side of a collective. Which tensors are set depends on the op: all-gather and
+// reduce-scatter read `input` and write `output`; all-reduce reads and writes the same buffer
+// (both set); broadcast: the root only reads, the others only write; barrier: neither.
+struct CollectiveCall {
+  CollectiveSignature signature;
+  CallSite site;
+  bool meta = false;  // shapes only: matched, timed and recorded, but no data moves
+  Tensor input;
+  Tensor output;
+};
+std::string describe(const CollectiveCall& call);  // "all_gather f32 count=4 at module 'h.0' step 1"
+
+struct CollectiveSlot {
+  struct Arrival {
+    bool arrived = false;
+    CollectiveCall call;
+    std::vector<float> input_copy;  // the input as issued, when it shares storage with the output
+    bool input_copied = false;
+    double issue_s = 0.0;
+  };
+  int64_t sequence = 0;
+  std::vector<Arrival> arrivals;  // by rank; released when the collective completes
+  int arrived_count = 0;
+  bool matched = false;
+  bool completed = false;
+  double start_s = 0.0;
+  double end_s = 0.0;  // when the ranks see it complete
+};
+
+class CollectiveMatcher {
+ public:
+  CollectiveMatcher(int world, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
+                    const HardwareProfile& hardware, double jitter_fraction);
+
+  // From rank `rank`'s task. Registers the call as collective #k of that rank and returns its slot.
+  std::shared_ptr<CollectiveSlot> issue(int rank, CollectiveCall call);
+  // Blocks the rank's task until the slot completes; throws the world's failure instead.
+  void wait(int rank, CollectiveSlot& slot);
+  // True once completed; otherwise lets the other tasks run once and answers again.
+  bool poll(int rank, CollectiveSlot& slot);
+  // Waits for every collective the rank issued (its program returned).
+  void drain(int rank);
+  void rank_exited(int rank);
+  // The rank's program ended with an error: peers that need it get PeerFailureError.
+  void rank_failed(int rank, const std::string& reason);
+  // Fault sites of a rank's own progress ("compute", or the collective about to be issued): may
+  // stall the rank or crash it (throws RankCrashedError). No faults once the world has failed.
+  void inject_rank_faults(int rank, const std::string& site);
+  // Throws RankCrashedError if the rank crashed (its program may have caught the first one).
+  void throw_if_crashed(int rank, const std::string& doing) const;
+  // The scheduler found every live task blocked: fail the world with a deadlock or mismatch report.
+  void on_stuck();
+
+  const InFlightBuffers& in_flight(int rank) const { return in_flight_[static_cast<size_t>(rank)]; }
+  bool failed() const { return failure_.has_value(); }
+
+ private:
+  enum class FailureKind : uint8_t { mismatch, deadlock, peer_failure };
+  struct Failure {
+    FailureKind kind;
+    std::string report;
+    int failed_rank = -1;
+  };
+  struct RankState {
+    int64_t next_sequence = 0;
+    int64_t blocked_on = -1;  // sequence of the collective the rank waits in
+    bool exited = false;
+    bool failed = false;
+    bool crashed = false;
+    std::vector<std::string> last_completed;  // the two most recent, oldest first
+  };
+
+  void throw_if_unusable(int rank, const std::string& doing) const;
+  void check_buffers_free(int rank, const CollectiveCall& call, int64_t sequence) const;
+  void arrive(int rank, CollectiveSlot& slot, CollectiveCall call);
+  void match(CollectiveSlot& slot);
+  void complete(CollectiveSlot& slot);
+  void record_completion(int rank, const CollectiveSlot& slot);
+  void fail(FailureKind kind, std::string report, int failed_rank);
+  void wake(int rank, double time_s);
+  bool calls_agree(const CollectiveSlot& slot) const;
+  std::string mismatch_report(const CollectiveSlot& slot) const;
+  std::string deadlock_report() const;
+  std::string rank_state(int rank) const;
+  RankState& state(int rank);
+  const RankState& state(int rank) const;
+
+  int world_;
+  FiberScheduler& scheduler_;
+  FaultInjector& faults_;
+  Recorder& recorder_;
+  HardwareProfile hardware_;
+  double jitter_fraction_;
+  std::vector<RankState> ranks_;
+  std::vector<InFlightBuffers> in_flight_;
+  std::map<int64_t, std::shared_ptr<CollectiveSlot>> open_;  // issued by some rank, not completed
+  double stream_free_s_ = 0.0;  // every collective spans all ranks, so one comm stream orders them
+  std::optional<Failure> failure_;
+};
+
+}  // namespace zero3

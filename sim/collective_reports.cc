@@ -1,0 +1,102 @@
+// The mismatch and deadlock reports: what every rank called or waits on, ranks with the same line
+// grouped ("ranks 0-6: ...") so that a 1024-rank report stays readable.
+#include "sim/collective_matcher.h"
+
+#include <map>
+#include <utility>
+
+#include "core/errors.h"
+#include "sim/rank_ranges.h"
+
+namespace zero3 {
+
+namespace {
+
+// One line per distinct text, in order of the lowest rank showing it.
+std::string grouped_lines(const std::vector<std::string>& line_by_rank) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  std::map<std::string, size_t> group_of_line;
+  for (size_t rank = 0; rank < line_by_rank.size(); ++rank) {
+    if (line_by_rank[rank].empty()) continue;
+    const auto [entry, inserted] = group_of_line.try_emplace(line_by_rank[rank], groups.size());
+    if (inserted) groups.push_back({line_by_rank[rank], {}});
+    groups[entry->second].second.push_back(static_cast<int>(rank));
+  }
+  std::string text;
+  for (const auto& [line, ranks] : groups) text += "\n  " + format_ranks(ranks) + ": " + line;
+  return text;
+}
+
+std::string last_completed_text(const std::vector<std::string>& last_completed) {
+  if (last_completed.empty()) return "no collective completed";
+  std::string text = "last completed ";
+  for (size_t i = 0; i < last_completed.size(); ++i) text += (i ? ", " : "") + last_completed[i];
+  return text;
+}
+
+}  // namespace
+
+std::string CollectiveMatcher::rank_state(int rank) const {
+  const RankState& status = state(rank);
+  std::string text;
+  if (status.blocked_on >= 0) {
+    const CollectiveSlot& slot = *open_.at(status.blocked_on);
+    text = "waits in #" + std::to_string(slot.sequence) + ": " + describe(slot.arrivals[static_cast<size_t>(rank)].call);
+  } else if (status.crashed) {
+    text = "crashed";
+  } else if (status.failed) {
+    text = "failed";
+  } else if (status.exited) {
+    text = "exited (its program returned)";
+  } else {
+    text = "is running";
+  }
+  return text + "; " + last_completed_text(status.last_completed);
+}
+
+std::string CollectiveMatcher::mismatch_report(const CollectiveSlot& slot) const {
+  std::vector<std::string> line_by_rank(static_cast<size_t>(world_));
+  for (int rank = 0; rank < world_; ++rank) {
+    const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
+    line_by_rank[static_cast<size_t>(rank)] =
+        arrival.arrived ? describe(arrival.call) : "did not issue #" + std::to_string(slot.sequence) + ": " + rank_state(rank);
+  }
+  return "collective mismatch at #" + std::to_string(slot.sequence) +
+         ": the ranks issued different collectives (NCCL would hang or mix up the buffers)" +
+         grouped_lines(line_by_rank);
+}
+
+std::string CollectiveMatcher::deadlock_report() const {
+  ZERO3_CHECK(!open_.empty(), "a deadlock without an open collective");
+  // The lowest open collective is the one holding everything up: every rank that has not issued it
+  // can no longer do so (the scheduler found no runnable rank).
+  const CollectiveSlot& lowest = *open_.begin()->second;
+  std::vector<int> arrived;
+  std::map<std::string, std::vector<int>> missing_by_state;
+  const CollectiveCall* call = nullptr;
+  for (int rank = 0; rank < world_; ++rank) {
+    const CollectiveSlot::Arrival& arrival = lowest.arrivals[static_cast<size_t>(rank)];
+    if (arrival.arrived) {
+      arrived.push_back(rank);
+      if (call == nullptr) call = &arrival.call;
+      continue;
+    }
+    const RankState& status = state(rank);
+    const char* state_word = status.crashed ? "crashed" : status.failed ? "failed" : status.exited ? "exited" : "is running";
+    missing_by_state[state_word].push_back(rank);
+  }
+  ZERO3_CHECK(call != nullptr, "open collective #" + std::to_string(lowest.sequence) + " without arrivals");
+  std::string headline;
+  for (const auto& [state_word, ranks] : missing_by_state) {
+    headline += (headline.empty() ? "" : " and ") + format_ranks(ranks) + " " + state_word;
+  }
+  headline += " while " + format_ranks(arrived) + " wait" + (arrived.size() == 1 ? "s" : "") + " in " +
+              collective_op_name(call->signature.op) + " #" + std::to_string(lowest.sequence) + " (" +
+              describe(call->site) + ")";
+  std::vector<std::string> line_by_rank(static_cast<size_t>(world_));
+  for (int rank = 0; rank < world_; ++rank) line_by_rank[static_cast<size_t>(rank)] = rank_state(rank);
+  return "deadlock: every live rank is blocked and no collective can complete: " + headline +
+         grouped_lines(line_by_rank);
+}
+
+}  // namespace zero3

@@ -1,0 +1,59 @@
+// The communication benchmark behind `zero3 bench comm`: all-gather and reduce-scatter over a
+// SimWorld of W ranks, nccl-tests style. Size is the whole buffer (count * W * 4 bytes, f32);
+// algbw = size / time, busbw = algbw * (W - 1) / W; #wrong counts elements that differ from values
+// computed independently from (seed, rank, index), small integers so that sums are exact.
+//
+// One thread moves the data of every rank, so the fair yardstick is the machine's memcpy
+// bandwidth, measured in the same run at the same size: ratio_to_memcpy = (W * size / time) /
+// memcpy bandwidth, i.e. bytes delivered to all ranks per second over bytes memcpy moves per second.
+// Wall-clock time (steady_clock) is measured here and nowhere else in sim/; it never feeds back
+// into what the simulation does.
+//
+//   CommBenchResult result = run_comm_bench({.world = 4}, std::cout);
+//   write_comm_bench_report(result, "comm.json");
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace zero3 {
+
+struct CommBenchOptions {
+  int world = 2;
+  uint64_t seed = 1;
+  int64_t bytes_min = int64_t{1} << 10;
+  int64_t bytes_max = int64_t{256} << 20;          // sizes go up by 4x from bytes_min to here
+  int64_t memory_bytes_max = int64_t{8} << 30;     // all buffers of one size; larger sizes are skipped
+};
+
+struct CommBenchRow {
+  std::string op{};        // "all_gather" or "reduce_scatter"
+  int64_t bytes = 0;       // count * world * 4
+  int64_t count = 0;       // elements per rank block
+  int iterations = 0;
+  double time_us = 0.0;    // mean per collective
+  double algbw_gbps = 0.0;
+  double busbw_gbps = 0.0;
+  int64_t wrong = 0;
+  double memcpy_gbps = 0.0;
+  double ratio_to_memcpy = 0.0;
+};
+
+struct CommBenchResult {
+  CommBenchOptions options;
+  std::vector<CommBenchRow> rows{};
+  std::vector<std::string> skipped{};  // sizes left out, with the reason
+  int64_t wrong_total() const;
+  // {"world", "seed", "rows": [...], "skipped": [...], "ratio_to_memcpy": {op: {bytes: ratio}}}
+  nlohmann::json to_json() const;
+};
+
+// Throws InputError for options out of range. Prints the table to `out` as rows complete.
+CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& out);
+// Written atomically (temporary file + rename).
+void write_comm_bench_report(const CommBenchResult& result, const std::string& path);
+
+}  // namespace zero3

@@ -1,0 +1,148 @@
+// Running the DDP reference or the ZeRO-3 engine on simulated ranks, and comparing runs.
+#include "sim/distributed_training.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "core/context.h"
+#include "core/model_zoo.h"
+
+namespace zero3 {
+
+namespace {
+
+// The DDP reference holds every parameter in full on every rank; its bytes are counted under the
+// same categories as ZeRO-3's shards so that the two are comparable.
+void account_replicated_state(Allocator& allocator, const Model& model, const TrainConfig& config) {
+  const int64_t compute_bytes = config.bf16 ? 2 : 4;
+  for (const Parameter* param : model.parameters()) {
+    allocator.acquire(MemoryCategory::param_shard, param->numel() * compute_bytes, param->name());
+    allocator.acquire(MemoryCategory::optimizer_state, 3 * param->numel() * 4, param->name());
+    allocator.acquire(MemoryCategory::grad_shard, param->numel() * 4, param->name());
+  }
+}
+
+struct RankProgramOutput {
+  std::vector<StepStats> steps;
+  std::vector<OptimizerSlot> final_state;
+  EngineCounters counters;
+};
+
+void run_rank(SimRank& sim, const DistributedRunOptions& options, RankProgramOutput& output) {
+  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
+  built.model->initialize(options.seed);
+  if (options.config.zero.stage == 3) {
+    Zero3Engine engine(*built.model, sim.comm(), sim.allocator(), options.config, options.bugs);
+    Context ctx(sim.kernels(), &engine, sim.rank());
+    for (int64_t step = 0; step < options.steps; ++step) {
+      output.steps.push_back(engine.train_step(ctx, *built.data, step));
+      if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
+    }
+    output.final_state = engine.gather_full_state(options.steps);
+    output.counters = engine.counters();
+    return;
+  }
+  account_replicated_state(sim.allocator(), *built.model, options.config);
+  ReplicatedTrainer trainer(*built.model, *built.data, options.config, {.global_ranks = sim.world(), .comm = &sim.comm()});
+  Context ctx(sim.kernels(), nullptr, sim.rank());
+  for (int64_t step = 0; step < options.steps; ++step) {
+    output.steps.push_back(trainer.train_step(ctx, step));
+    if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
+  }
+  output.final_state = trainer.slots();
+}
+
+std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) {
+  std::map<std::string, CollectiveTotals> totals;
+  const auto& ranks = sim.event_log.at("ranks");
+  if (ranks.empty()) return totals;
+  for (const auto& event : ranks.at(0)) {
+    if (event.value("type", "") != "collective") continue;
+    CollectiveTotals& total = totals[event.at("op").get<std::string>()];
+    total.count++;
+    total.bytes += event.at("bytes").get<int64_t>();
+  }
+  return totals;
+}
+
+}  // namespace
+
+DistributedRunResult run_distributed(const DistributedRunOptions& options) {
+  SimOptions sim_options;
+  sim_options.world = options.world;
+  sim_options.seed = options.seed;
+  sim_options.faults = options.faults;
+  sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
+  SimWorld world(sim_options);
+  std::vector<RankProgramOutput> outputs(static_cast<size_t>(options.world));
+  DistributedRunResult result;
+  result.sim = world.run([&](SimRank& sim) { run_rank(sim, options, outputs[static_cast<size_t>(sim.rank())]); });
+  result.steps = outputs[0].steps;
+  result.final_state = outputs[0].final_state;
+  result.counters = outputs[0].counters;
+  for (int rank = 0; rank < options.world; ++rank) {
+    const SimAllocator& allocator = world.rank(rank).allocator();
+    RankMemory memory;
+    for (int category = 0; category < kMemoryCategoryCount; ++category) {
+      memory.peak_bytes[static_cast<size_t>(category)] = allocator.peak_bytes(static_cast<MemoryCategory>(category));
+    }
+    memory.peak_total_bytes = allocator.peak_total_bytes();
+    result.memory.push_back(memory);
+  }
+  result.collectives = collective_totals(result.sim);
+  return result;
+}
+
+namespace {
+
+void compare_values(const std::string& what, std::span<const float> a, std::span<const float> b,
+                    StateComparison& comparison) {
+  if (a.size() != b.size()) {
+    comparison.bitwise_equal = false;
+    comparison.wrong += static_cast<int64_t>(std::max(a.size(), b.size()));
+    comparison.first_differences += what + ": sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + "\n";
+    return;
+  }
+  int64_t wrong_here = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    comparison.bitwise_equal = false;
+    comparison.max_abs_diff = std::max(comparison.max_abs_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    if (wrong_here++ == 0 && comparison.wrong < 5) {
+      comparison.first_differences += what + "[" + std::to_string(i) + "]: " + std::to_string(a[i]) + " vs " +
+                                      std::to_string(b[i]) + "\n";
+    }
+  }
+  comparison.wrong += wrong_here;
+}
+
+}  // namespace
+
+StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b,
+                             const std::vector<std::string>& param_names) {
+  StateComparison comparison;
+  std::vector<float> losses_a, losses_b;
+  for (const StepStats& stats : a.steps) losses_a.push_back(static_cast<float>(stats.loss));
+  for (const StepStats& stats : b.steps) losses_b.push_back(static_cast<float>(stats.loss));
+  compare_values("loss", losses_a, losses_b, comparison);
+  std::vector<float> norms_a, norms_b;
+  for (const StepStats& stats : a.steps) norms_a.push_back(stats.grad_norm);
+  for (const StepStats& stats : b.steps) norms_b.push_back(stats.grad_norm);
+  compare_values("grad_norm", norms_a, norms_b, comparison);
+  if (a.final_state.size() != b.final_state.size()) {
+    comparison.bitwise_equal = false;
+    comparison.first_differences += "parameter counts differ\n";
+    return comparison;
+  }
+  for (size_t id = 0; id < a.final_state.size(); ++id) {
+    const std::string name = id < param_names.size() ? param_names[id] : "param " + std::to_string(id);
+    compare_values(name, a.final_state[id].master.values(), b.final_state[id].master.values(), comparison);
+    compare_values(name + ".exp_avg", a.final_state[id].exp_avg.values(), b.final_state[id].exp_avg.values(), comparison);
+    compare_values(name + ".exp_avg_sq", a.final_state[id].exp_avg_sq.values(), b.final_state[id].exp_avg_sq.values(),
+                   comparison);
+  }
+  return comparison;
+}
+
+}  // namespace zero3

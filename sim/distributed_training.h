@@ -1,0 +1,71 @@
+// Training on W simulated ranks: every rank builds the same model from the same spec and seed,
+// trains on its own data shard with the DDP reference (zero stage 0) or the ZeRO-3 engine
+// (stage 3), and at the end the full f32 state is gathered so runs can be compared bit for bit.
+//
+//   DistributedRunOptions options{.model = "gpt-tiny", .seed = 1, .world = 4, .steps = 10};
+//   options.config.zero.stage = 3;
+//   DistributedRunResult result = run_distributed(options);
+//   if (!result.sim.all_ok()) std::puts(result.sim.summary().c_str());
+#pragma once
+#include <array>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/bug_injection.h"
+#include "core/optimizer.h"
+#include "core/replicated_trainer.h"
+#include "core/train_config.h"
+#include "core/zero3_engine.h"
+#include "sim/sim_world.h"
+
+namespace zero3 {
+
+struct DistributedRunOptions {
+  std::string model = "gpt-tiny";  // built-in name or JSON spec path
+  std::string data_file;
+  uint64_t seed = 1;
+  int world = 1;
+  int64_t steps = 1;
+  TrainConfig config;
+  BugInjections bugs;
+  FaultPlan faults;
+  // Rank 0 calls this after every step (inside the simulation; for progress output).
+  std::function<void(const StepStats&)> on_step;
+};
+
+struct RankMemory {
+  std::array<int64_t, kMemoryCategoryCount> peak_bytes{};
+  int64_t peak_total_bytes = 0;
+};
+
+struct CollectiveTotals {
+  int64_t count = 0;
+  int64_t bytes = 0;  // per rank, as recorded by the simulator
+};
+
+struct DistributedRunResult {
+  SimResult sim;
+  std::vector<StepStats> steps;             // rank 0's view; every rank sees the same losses
+  std::vector<OptimizerSlot> final_state;   // full f32 master weights and moments by parameter id
+  std::vector<RankMemory> memory;           // by rank
+  EngineCounters counters;                  // rank 0's (ZeRO-3 only)
+  std::map<std::string, CollectiveTotals> collectives;  // rank 0's, by op name
+};
+
+DistributedRunResult run_distributed(const DistributedRunOptions& options);
+
+// Bitwise comparison of two runs' losses and final state; empty when equal, else the first
+// differences by name with the max absolute difference.
+struct StateComparison {
+  bool bitwise_equal = true;
+  double max_abs_diff = 0.0;
+  int64_t wrong = 0;  // elements (and losses) that differ
+  std::string first_differences;
+};
+StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b,
+                             const std::vector<std::string>& param_names);
+
+}  // namespace zero3

@@ -1,0 +1,124 @@
+// The event loop and the fiber switches.
+#include "sim/fiber_scheduler.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <boost/context/protected_fixedsize_stack.hpp>
+
+#include "core/errors.h"
+
+namespace zero3 {
+
+FiberScheduler::FiberScheduler(int tasks, uint64_t seed, size_t stack_bytes)
+    : tasks_(static_cast<size_t>(tasks)), rng_(seed, stream_id("schedule")), stack_bytes_(stack_bytes) {
+  ZERO3_CHECK(tasks >= 1, "scheduler with " + std::to_string(tasks) + " tasks");
+}
+
+size_t FiberScheduler::index(int task) const {
+  ZERO3_CHECK(task >= 0 && task < task_count(), "task " + std::to_string(task));
+  return static_cast<size_t>(task);
+}
+
+bool FiberScheduler::later(const Event& a, const Event& b) {
+  if (a.time_s != b.time_s) return a.time_s > b.time_s;
+  if (a.tie_break != b.tie_break) return a.tie_break > b.tie_break;
+  return a.serial > b.serial;
+}
+
+void FiberScheduler::push(double time_s, int task, std::function<void()> callback) {
+  events_.push_back(Event{time_s, rng_.next_u64(), serial_++, task, std::move(callback)});
+  std::push_heap(events_.begin(), events_.end(), later);
+}
+
+void FiberScheduler::run(const std::function<void(int task)>& body, const std::function<void()>& on_stuck) {
+  ZERO3_CHECK(body_ == nullptr && current_ == -1, "FiberScheduler::run is not reentrant");
+  body_ = &body;
+  for (int task = 0; task < task_count(); ++task) push(0.0, task, nullptr);
+  while (true) {
+    if (events_.empty()) {
+      const bool all_finished = std::all_of(tasks_.begin(), tasks_.end(),
+                                            [](const Task& task) { return task.state == State::finished; });
+      if (all_finished) break;
+      on_stuck();
+      ZERO3_CHECK(!events_.empty(), "the deadlock handler woke no task");
+      continue;
+    }
+    std::pop_heap(events_.begin(), events_.end(), later);
+    Event event = std::move(events_.back());
+    events_.pop_back();
+    if (event.task < 0) {
+      event.callback();
+    } else {
+      resume(event.task);
+    }
+  }
+  body_ = nullptr;
+}
+
+void FiberScheduler::resume(int task) {
+  Task& record = tasks_[index(task)];
+  ZERO3_CHECK(record.state == State::queued, "resume of task " + std::to_string(task) + " that is not queued");
+  if (!record.started) {
+    record.started = true;
+    const auto* body = body_;
+    record.fiber = boost::context::fiber(
+        std::allocator_arg, boost::context::protected_fixedsize_stack(stack_bytes_),
+        [this, task, body](boost::context::fiber&& scheduler) {
+          tasks_[static_cast<size_t>(task)].scheduler = std::move(scheduler);
+          (*body)(task);
+          Task& done = tasks_[static_cast<size_t>(task)];
+          done.state = State::finished;
+          return std::move(done.scheduler);
+        });
+  }
+  record.state = State::running;
+  current_ = task;
+  record.fiber = std::move(record.fiber).resume();
+  current_ = -1;
+  ZERO3_CHECK(record.state != State::running, "task " + std::to_string(task) + " returned while running");
+}
+
+void FiberScheduler::switch_to_scheduler() {
+  const int task = current_;
+  Task& record = tasks_[index(task)];
+  record.scheduler = std::move(record.scheduler).resume();
+  // Resumed: the scheduler has set current_ back to this task.
+  ZERO3_CHECK(current_ == task && record.state == State::running, "task " + std::to_string(task) + " resumed badly");
+}
+
+void FiberScheduler::yield() {
+  ZERO3_CHECK(in_task(), "yield outside a task");
+  Task& record = tasks_[index(current_)];
+  record.state = State::queued;
+  push(record.clock_s, current_, nullptr);
+  switch_to_scheduler();
+}
+
+void FiberScheduler::block() {
+  ZERO3_CHECK(in_task(), "block outside a task");
+  tasks_[index(current_)].state = State::blocked;
+  switch_to_scheduler();
+}
+
+void FiberScheduler::wake(int task, double time_s) {
+  Task& record = tasks_[index(task)];
+  ZERO3_CHECK(record.state == State::blocked, "wake of task " + std::to_string(task) + " that is not blocked");
+  record.clock_s = std::max(record.clock_s, time_s);
+  record.state = State::queued;
+  push(record.clock_s, task, nullptr);
+}
+
+void FiberScheduler::at(double time_s, std::function<void()> callback) {
+  ZERO3_CHECK(callback != nullptr, "timed event without a callback");
+  push(time_s, -1, std::move(callback));
+}
+
+void FiberScheduler::advance(int task, double seconds) {
+  ZERO3_CHECK(seconds >= 0.0, "clock moved back by " + std::to_string(seconds) + " s");
+  tasks_[index(task)].clock_s += seconds;
+}
+
+}  // namespace zero3

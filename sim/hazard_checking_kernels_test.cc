@@ -1,0 +1,155 @@
+// Async hazards: an in-flight output is poisoned and reading it through the kernels throws, naming
+// the collective; after wait() it is fine; a missing wait is found the same way for the same seed.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "sim/hazard_checking_kernels.h"
+#include "sim/sim_world.h"
+#include "sim/test_support.h"
+
+namespace zero3 {
+namespace {
+
+// Records the kernels it was asked to run; computes nothing.
+class RecordingKernels : public Kernels {
+ public:
+  const char* name() const override { return "recording"; }
+  void binary(BinaryOp, const Tensor&, const Tensor&, Tensor&) override { calls.push_back("binary"); }
+  void sum_to_shape(const Tensor&, Tensor&) override { calls.push_back("sum_to_shape"); }
+  void unary(UnaryOp, const Tensor&, Tensor&) override { calls.push_back("unary"); }
+  void unary_backward(UnaryOp, const Tensor&, const Tensor&, Tensor&) override { calls.push_back("unary_backward"); }
+  void scale(const Tensor&, float, Tensor&) override { calls.push_back("scale"); }
+  void add_into(Tensor&, const Tensor&) override { calls.push_back("add_into"); }
+  void fill(Tensor&, float) override { calls.push_back("fill"); }
+  void copy(const Tensor&, Tensor&) override { calls.push_back("copy"); }
+  void round_to_dtype(Tensor&) override { calls.push_back("round_to_dtype"); }
+  void matmul(const Tensor&, bool, const Tensor&, bool, Tensor&, int64_t, int64_t, int64_t, int64_t, bool,
+              float) override {
+    calls.push_back("matmul");
+  }
+  void layer_norm_forward(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&, Tensor&) override {
+    calls.push_back("layer_norm_forward");
+  }
+  void layer_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                           Tensor&) override {
+    calls.push_back("layer_norm_backward");
+  }
+  void embedding_forward(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("embedding_forward"); }
+  void embedding_backward_into(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("embedding_backward"); }
+  void cross_entropy_forward(const Tensor&, const Tensor&, Tensor&, Tensor&) override { calls.push_back("ce_forward"); }
+  void cross_entropy_backward(const Tensor&, const Tensor&, float, Tensor&) override { calls.push_back("ce_backward"); }
+  void causal_softmax_forward(const Tensor&, Tensor&) override { calls.push_back("softmax_forward"); }
+  void causal_softmax_backward(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("softmax_backward"); }
+  void permute(const Tensor&, const std::vector<int64_t>&, Tensor&) override { calls.push_back("permute"); }
+  void slice(const Tensor&, int64_t, int64_t, Tensor&) override { calls.push_back("slice"); }
+  void slice_backward_into(const Tensor&, int64_t, int64_t, Tensor&) override { calls.push_back("slice_backward"); }
+  void select_rows(const Tensor&, const std::vector<int64_t>&, Tensor&) override { calls.push_back("select_rows"); }
+  void select_rows_backward_into(const Tensor&, const std::vector<int64_t>&, Tensor&) override {
+    calls.push_back("select_rows_backward");
+  }
+  void sum_all(const Tensor&, Tensor&) override { calls.push_back("sum_all"); }
+  double sum_of_squares(const Tensor&) override {
+    calls.push_back("sum_of_squares");
+    return 0.0;
+  }
+  void adamw(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWHyper&) override { calls.push_back("adamw"); }
+
+  std::vector<std::string> calls;
+};
+
+void expect_contains(const std::string& text, const std::string& part) {
+  EXPECT_NE(text.find(part), std::string::npos) << "missing '" << part << "' in:\n" << text;
+}
+
+TEST(HazardCheckingKernels, ReadingAnInFlightGatherOutputThrowsNamingTheCollectiveAndIsFineAfterWait) {
+  RecordingKernels inner;
+  const SimResult result = SimWorld(SimOptions{.world = 2, .seed = 3, .kernels = &inner}).run([](SimRank& sim) {
+    Tensor shard = test_tensor(9, sim.rank(), 4);
+    Tensor full = Tensor::zeros({8});
+    Tensor out = Tensor::zeros({8});
+    auto work = sim.comm().all_gather_async(shard, full, call_site("h.4.attn", 1, "", {"h.4.attn.qkv"}));
+    try {
+      sim.kernels().scale(full, 2.0f, out);
+      ADD_FAILURE() << "reading an in-flight buffer was not detected";
+    } catch (const CorrectnessError& error) {
+      expect_contains(error.what(), "rank " + std::to_string(sim.rank()) + ": kernel scale reads f32[8] cpu");
+      expect_contains(error.what(), "the output of all_gather #0 (module 'h.4.attn' step 1 params [h.4.attn.qkv])");
+      expect_contains(error.what(), "still in flight");
+    }
+    // The shard is only read by the gather: reading it meanwhile is fine, overwriting it is not.
+    sim.kernels().scale(shard, 2.0f, out);
+    EXPECT_THROW(sim.kernels().fill(shard, 0.0f), CorrectnessError);
+    work->wait();
+    sim.kernels().scale(full, 2.0f, out);
+    sim.kernels().fill(shard, 0.0f);
+  });
+  ASSERT_TRUE(result.all_ok()) << result.summary();
+  // Only the checked calls reach the inner kernels: both ranks read the shard while the gather is
+  // in flight; then each rank, once its wait returns, runs to its end.
+  EXPECT_EQ(inner.calls, (std::vector<std::string>{"scale", "scale", "scale", "fill", "scale", "fill"}));
+}
+
+TEST(HazardCheckingKernels, AnInFlightOutputIsPoisonedUntilItCompletes) {
+  const SimResult result = SimWorld(SimOptions{.world = 3, .seed = 4}).run([](SimRank& sim) {
+    Tensor grads = test_tensor(5, sim.rank(), 9);
+    Tensor shard = Tensor::full({3}, 7.0f);
+    auto work = sim.comm().reduce_scatter_async(grads, shard, ReduceOp::sum, call_site("h.0"));
+    for (float value : shard.values()) EXPECT_TRUE(std::isnan(value));
+    work->wait();
+    for (float value : shard.values()) EXPECT_FALSE(std::isnan(value));
+  });
+  EXPECT_TRUE(result.all_ok()) << result.summary();
+}
+
+TEST(HazardCheckingKernels, PassingAnInFlightOutputToAnotherCollectiveThrows) {
+  const SimResult result = SimWorld(SimOptions{.world = 2, .seed = 5}).run([](SimRank& sim) {
+    Tensor shard = Tensor::zeros({4});
+    Tensor full = Tensor::zeros({8});
+    auto work = sim.comm().all_gather_async(shard, full, call_site("h.0"));
+    sim.comm().all_reduce(full, ReduceOp::sum, call_site("h.0.norm"));
+  });
+  ASSERT_FALSE(result.all_ok());
+  EXPECT_THROW(std::rethrow_exception(result.ranks[static_cast<size_t>(result.root_cause_rank)].exception),
+               CorrectnessError);
+  expect_contains(result.root_cause(), "all_reduce #1 (module 'h.0.norm') reads f32[8] cpu, which is the output of "
+                                       "all_gather #0 (module 'h.0') still in flight");
+}
+
+// A program that forgets a wait and reads the gathered buffer after some compute: whether the
+// gather has completed by then depends on the seeded schedule and faults, never on luck.
+bool missing_wait_detected(uint64_t seed) {
+  SimOptions options{.world = 2, .seed = seed, .faults = FaultPlan::parse("late=0.5")};
+  options.faults.delay_s_max = 1e-4;
+  bool detected = false;
+  const SimResult result = SimWorld(options).run([&](SimRank& sim) {
+    Tensor shard = test_tensor(seed, sim.rank(), 4);
+    Tensor full = Tensor::zeros({8});
+    Tensor out = Tensor::zeros({8});
+    auto work = sim.comm().all_gather_async(shard, full, call_site("h.0"));
+    sim.advance_compute(5e9);  // 50 us at the default 100 TFLOP/s: longer than the gather unless it is late
+    try {
+      sim.kernels().scale(full, 1.0f, out);
+    } catch (const CorrectnessError&) {
+      if (sim.rank() == 0) detected = true;
+    }
+    work->wait();
+  });
+  EXPECT_TRUE(result.all_ok()) << result.summary();
+  return detected;
+}
+
+TEST(HazardCheckingKernels, AMissingWaitIsFoundForSomeSeedsAndEverySeedGivesTheSameVerdictTwice) {
+  int detected = 0;
+  for (uint64_t seed = 0; seed < 16; ++seed) {
+    const bool first = missing_wait_detected(seed);
+    EXPECT_EQ(first, missing_wait_detected(seed)) << "seed " << seed;
+    detected += first;
+  }
+  EXPECT_GT(detected, 0);
+  EXPECT_LT(detected, 16);
+}
+
+}  // namespace
+}  // namespace zero3

@@ -1,0 +1,34 @@
+// SimCommunicator: one rank's Communicator over the simulated world. Calls are checked against
+// the NCCL buffer contract (ShapeError naming the op, the argument and what was expected), then
+// handed to the CollectiveMatcher; wait() blocks only this rank's fiber. Work handles are valid
+// while the SimWorld that made them runs.
+#pragma once
+#include <memory>
+
+#include "core/communicator.h"
+
+namespace zero3 {
+
+class CollectiveMatcher;
+
+class SimCommunicator : public Communicator {
+ public:
+  SimCommunicator(int rank, int world, CollectiveMatcher& matcher) : rank_(rank), world_(world), matcher_(matcher) {}
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+
+  std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
+                                             const CallSite& site) override;
+  std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) override;
+  std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) override;
+  std::shared_ptr<Work> barrier_async(const CallSite& site) override;
+
+ private:
+  int rank_;
+  int world_;
+  CollectiveMatcher& matcher_;
+};
+
+}  // namespace zero3

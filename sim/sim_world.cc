@@ -1,0 +1,169 @@
+// Wiring the scheduler, matcher, faults and recorder into ranks; capturing each rank's outcome.
+#include "sim/sim_world.h"
+
+#include <map>
+
+#include <boost/context/fiber.hpp>
+
+#include "core/errors.h"
+#include "sim/collective_matcher.h"
+#include "sim/fiber_scheduler.h"
+#include "sim/hazard_checking_kernels.h"
+#include "sim/rank_ranges.h"
+#include "sim/recorder.h"
+#include "sim/sim_communicator.h"
+
+namespace zero3 {
+
+SimRank::SimRank(int rank, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
+                 FaultInjector& faults, Recorder& recorder)
+    : rank_(rank), world_(options.world), seed_(options.seed), hardware_(options.hardware), scheduler_(scheduler),
+      matcher_(matcher), recorder_(recorder), allocator_(rank, &faults),
+      comm_(std::make_unique<SimCommunicator>(rank, options.world, matcher)),
+      kernels_(std::make_unique<HazardCheckingKernels>(options.kernels ? *options.kernels : cpu_kernels(),
+                                                       matcher.in_flight(rank), rank)) {}
+
+SimRank::~SimRank() = default;
+
+Communicator& SimRank::comm() { return *comm_; }
+Kernels& SimRank::kernels() { return *kernels_; }
+void SimRank::record(nlohmann::json event) { recorder_.record(rank_, std::move(event)); }
+double SimRank::now_s() const { return scheduler_.now_s(rank_); }
+
+void SimRank::advance_compute(double flops) {
+  ZERO3_CHECK(scheduler_.current() == rank_, "advance_compute of rank " + std::to_string(rank_) + " from task " +
+                                                 std::to_string(scheduler_.current()));
+  matcher_.throw_if_crashed(rank_, "computing");
+  matcher_.inject_rank_faults(rank_, "compute");
+  scheduler_.advance(rank_, compute_time_s(hardware_, flops));
+  scheduler_.yield();
+}
+
+void SimRank::yield() {
+  ZERO3_CHECK(scheduler_.current() == rank_, "yield of rank " + std::to_string(rank_) + " from task " +
+                                                 std::to_string(scheduler_.current()));
+  scheduler_.yield();
+}
+
+CounterRng SimRank::data_rng() const { return CounterRng(seed_, mix64(stream_id("data"), rank_, 0)); }
+
+int SimResult::exit_code() const {
+  return all_ok() ? kExitOk : ranks[static_cast<size_t>(root_cause_rank)].exit_code;
+}
+
+const std::string& SimResult::root_cause() const {
+  static const std::string none;
+  return all_ok() ? none : ranks[static_cast<size_t>(root_cause_rank)].error;
+}
+
+std::string SimResult::summary() const {
+  std::string text = "sim world=" + std::to_string(world) + " seed=" + std::to_string(seed) + " faults=" + faults +
+                     ": " + (all_ok() ? "ok" : "FAILED, exit " + std::to_string(exit_code()));
+  if (!all_ok()) {
+    text += "\nroot cause on rank " + std::to_string(root_cause_rank) + ": " + root_cause();
+    // The other failed ranks, grouped by their error; the root cause's own text is not repeated.
+    std::map<std::string, std::vector<int>> ranks_by_error;
+    for (size_t rank = 0; rank < ranks.size(); ++rank) {
+      if (ranks[rank].ok || static_cast<int>(rank) == root_cause_rank) continue;
+      const std::string& error = ranks[rank].error;
+      ranks_by_error[error == root_cause() ? "the same error" : error.substr(0, error.find('\n'))].push_back(
+          static_cast<int>(rank));
+    }
+    for (const auto& [error, failed] : ranks_by_error) text += "\nalso failed, " + format_ranks(failed) + ": " + error;
+  }
+  for (const FiredFault& fault : fired) text += "\nfault fired: " + describe(fault);
+  return text + "\nevent log hash " + hex64(event_log_hash);
+}
+
+SimWorld::SimWorld(SimOptions options)
+    : options_(std::move(options)), outcomes_(static_cast<size_t>(std::max(options_.world, 1))) {
+  if (options_.world < 1) throw InputError("sim world size must be at least 1, got " + std::to_string(options_.world));
+  recorder_ = std::make_unique<Recorder>(options_.world);
+  faults_ = std::make_unique<FaultInjector>(options_.faults, options_.seed, recorder_.get());
+  scheduler_ = std::make_unique<FiberScheduler>(options_.world, options_.seed, options_.fiber_stack_bytes);
+  matcher_ = std::make_unique<CollectiveMatcher>(options_.world, *scheduler_, *faults_, *recorder_, options_.hardware,
+                                                 options_.jitter_fraction);
+  for (int rank = 0; rank < options_.world; ++rank) {
+    ranks_.push_back(std::make_unique<SimRank>(rank, options_, *scheduler_, *matcher_, *faults_, *recorder_));
+  }
+}
+
+SimWorld::~SimWorld() = default;
+
+const SimRank& SimWorld::rank(int rank) const {
+  ZERO3_CHECK(rank >= 0 && rank < options_.world, "rank " + std::to_string(rank));
+  return *ranks_[static_cast<size_t>(rank)];
+}
+
+SimResult SimWorld::run(const std::function<void(SimRank&)>& program) {
+  ZERO3_CHECK(!ran_, "a SimWorld runs once");
+  ran_ = true;
+  scheduler_->run([&](int rank) { run_rank(rank, program); }, [&] { matcher_->on_stuck(); });
+  return result();
+}
+
+void SimWorld::run_rank(int rank, const std::function<void(SimRank&)>& program) {
+  std::exception_ptr error;
+  try {
+    program(*ranks_[static_cast<size_t>(rank)]);
+    matcher_->drain(rank);
+  } catch (const boost::context::detail::forced_unwind&) {
+    throw;  // Boost.Context unwinding a fiber that is being destroyed: not the program's error.
+  } catch (...) {
+    error = std::current_exception();
+  }
+  finish_rank(rank, error);
+}
+
+void SimWorld::finish_rank(int rank, std::exception_ptr error) {
+  RankOutcome& outcome = outcomes_[static_cast<size_t>(rank)];
+  outcome.end_s = scheduler_->now_s(rank);
+  if (!error) {
+    matcher_->rank_exited(rank);
+    recorder_->record(rank, {{"type", "exit"}, {"time_s", outcome.end_s}});
+    return;
+  }
+  outcome.ok = false;
+  outcome.exception = error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerFailureError& failure) {
+    outcome.secondary = true;
+    outcome.exit_code = failure.exit_code();
+    outcome.error = failure.what();
+  } catch (const Zero3Error& failure) {
+    outcome.exit_code = failure.exit_code();
+    outcome.error = failure.what();
+  } catch (const std::exception& failure) {
+    outcome.exit_code = kExitCorrectness;
+    outcome.error = std::string("internal error: ") + failure.what();
+  } catch (...) {
+    outcome.exit_code = kExitCorrectness;
+    outcome.error = "internal error: an exception that is not a std::exception";
+  }
+  if (!outcome.secondary && root_cause_rank_ < 0) root_cause_rank_ = rank;
+  matcher_->rank_failed(rank, "failed: " + outcome.error);
+  recorder_->record(rank, {{"type", "error"},
+                           {"time_s", outcome.end_s},
+                           {"exit_code", outcome.exit_code},
+                           {"message", outcome.error}});
+}
+
+SimResult SimWorld::result() const {
+  SimResult result;
+  result.world = options_.world;
+  result.seed = options_.seed;
+  result.faults = options_.faults.to_string();
+  result.ranks = outcomes_;
+  result.fired = faults_->fired();
+  result.root_cause_rank = root_cause_rank_;
+  // Only secondary failures (cannot happen without a primary one, but never report "all ok" then).
+  for (size_t rank = 0; rank < outcomes_.size() && result.root_cause_rank < 0; ++rank) {
+    if (!outcomes_[rank].ok) result.root_cause_rank = static_cast<int>(rank);
+  }
+  result.event_log_hash = recorder_->hash();
+  result.event_log = recorder_->to_json();
+  return result;
+}
+
+}  // namespace zero3

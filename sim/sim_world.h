@@ -1,0 +1,156 @@
+// SimWorld: W ranks of one program in one process, deterministic and fault-injecting.
+//
+// Each rank runs the same program as a cooperative task (a Boost.Context fiber with a small lazily
+// committed stack) driven by a seeded discrete-event scheduler: no OS threads, no wall clock. A
+// rank's program sees an ordinary Communicator, Allocator and Kernels; a collective blocks only
+// its fiber, so the engine never knows it is simulated. One seed derives everything through
+// separate PRNG streams: "schedule" (interleaving, timing jitter), "faults", and "data" (for the
+// program, via SimRank::data_rng()). Same seed + same build + same options => the same event log
+// and the same SimResult::event_log_hash.
+//
+// What a run guarantees (see collective_matcher.h for the details):
+//   - collectives move real data in NCCL's layout (meta tensors move none), sums in rank order;
+//   - diverging ranks end in CollectiveMismatchError or DeadlockError on every rank, never a hang;
+//   - a crashed or throwing rank ends its program; the others get PeerFailureError naming it;
+//   - an async output is NaN until it completes, and reading it through kernels() earlier throws;
+//   - each rank has a simulated clock: compute adds flops / peak, collectives the ring alpha-beta
+//     time of HardwareProfile, completions ordered by simulated time plus seeded jitter.
+//
+//   SimOptions options{.world = 4, .seed = 7, .faults = FaultPlan::parse("late,reorder")};
+//   SimResult result = SimWorld(options).run([](SimRank& sim) {
+//     Tensor shard = Tensor::full({8}, float(sim.rank()));
+//     Tensor full = Tensor::zeros({8 * sim.world()});
+//     auto work = sim.comm().all_gather_async(shard, full, {.module = "h.0", .params = {}, .step = 0, .phase = ""});
+//     sim.advance_compute(1e9);   // overlaps with the gather in simulated time
+//     work->wait();
+//   });
+//   if (!result.all_ok()) std::puts(result.summary().c_str());   // root cause first
+#pragma once
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/communicator.h"
+#include "core/kernels.h"
+#include "core/rng.h"
+#include "sim/fault_plan.h"
+#include "sim/hardware_profile.h"
+#include "sim/sim_allocator.h"
+
+namespace zero3 {
+
+class CollectiveMatcher;
+class FiberScheduler;
+class HazardCheckingKernels;
+class Recorder;
+class SimCommunicator;
+
+struct SimOptions {
+  int world = 1;
+  uint64_t seed = 0;
+  FaultPlan faults{};
+  HardwareProfile hardware{};
+  double jitter_fraction = 0.1;         // a collective takes up to this fraction longer (schedule stream)
+  size_t fiber_stack_bytes = 256 << 10;  // per rank; committed only as touched; overflow hits a guard page
+  Kernels* kernels = nullptr;           // under the hazard checker; null: cpu_kernels()
+};
+
+// What one rank's program sees.
+class SimRank {
+ public:
+  SimRank(int rank, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
+          FaultInjector& faults, Recorder& recorder);
+  ~SimRank();
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  uint64_t seed() const { return seed_; }
+  Communicator& comm();
+  SimAllocator& allocator() { return allocator_; }
+  const SimAllocator& allocator() const { return allocator_; }
+  Kernels& kernels();  // HazardCheckingKernels over SimOptions::kernels
+  Recorder& recorder() { return recorder_; }
+  void record(nlohmann::json event);  // recorder().record(rank(), event)
+
+  // The rank's clock advances by flops / peak_flops; a fault site (stall, crash); lets others run.
+  void advance_compute(double flops);
+  double now_s() const;
+  // Lets the other ranks run; the clock does not move.
+  void yield();
+  // This rank's "data" stream: random values that depend only on (seed, rank, index).
+  CounterRng data_rng() const;
+
+ private:
+  int rank_;
+  int world_;
+  uint64_t seed_;
+  HardwareProfile hardware_;
+  FiberScheduler& scheduler_;
+  CollectiveMatcher& matcher_;
+  Recorder& recorder_;
+  SimAllocator allocator_;
+  std::unique_ptr<SimCommunicator> comm_;
+  std::unique_ptr<HazardCheckingKernels> kernels_;
+};
+
+struct RankOutcome {
+  bool ok = true;
+  int exit_code = kExitOk;      // from Zero3Error; internal errors count as correctness (2)
+  std::string error;            // what() of the error that ended the program
+  std::exception_ptr exception;  // that error, to rethrow in tests
+  bool secondary = false;       // a PeerFailureError: the consequence of another rank's failure
+  double end_s = 0.0;           // simulated time the program ended
+};
+
+struct SimResult {
+  int world = 1;
+  uint64_t seed = 0;
+  std::string faults;  // FaultPlan::to_string()
+  std::vector<RankOutcome> ranks;
+  std::vector<FiredFault> fired;
+  int root_cause_rank = -1;  // the first rank to fail with an error of its own; -1 when all ok
+  uint64_t event_log_hash = 0;
+  nlohmann::json event_log;  // Recorder::to_json()
+
+  bool all_ok() const { return root_cause_rank < 0; }
+  int exit_code() const;            // 0, or the root cause's exit code
+  const std::string& root_cause() const;  // the root cause's error text; "" when all ok
+  std::string summary() const;      // seed line, root cause, failed ranks grouped, fired faults, hash
+};
+
+class SimWorld {
+ public:
+  explicit SimWorld(SimOptions options);
+  ~SimWorld();
+  SimWorld(const SimWorld&) = delete;
+  SimWorld& operator=(const SimWorld&) = delete;
+
+  // Runs `program` on every rank to its end, once per world. Never throws for a rank's error: it is
+  // captured in the result.
+  SimResult run(const std::function<void(SimRank&)>& program);
+  // A rank after (or during) the run: its allocator's peaks, its clock.
+  const SimRank& rank(int rank) const;
+  const SimOptions& options() const { return options_; }
+
+ private:
+  void run_rank(int rank, const std::function<void(SimRank&)>& program);
+  void finish_rank(int rank, std::exception_ptr error);
+  SimResult result() const;
+
+  SimOptions options_;
+  std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<FaultInjector> faults_;
+  std::unique_ptr<FiberScheduler> scheduler_;
+  std::unique_ptr<CollectiveMatcher> matcher_;
+  std::vector<std::unique_ptr<SimRank>> ranks_;
+  std::vector<RankOutcome> outcomes_;
+  int root_cause_rank_ = -1;
+  bool ran_ = false;
+};
+
+}  // namespace zero3

@@ -1,0 +1,36 @@
+// zero3: train with ZeRO-3 over simulated ranks or GPUs, fuzz it, replay traces.
+// Exit codes (DESIGN.md): 0 ok, 1 usage or bad input, 2 correctness, 3 liveness, 4 backend.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "core/errors.h"
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "zero3: one ZeRO-3 (fully sharded data parallel) core, trained over a deterministic simulated\n"
+      "communicator or CUDA + NCCL, with a property-based harness and trace replay.\n\n"
+      "Start with `zero3 demo`, then `zero3 train --help`.\n"
+      "Exit codes: 0 ok, 1 usage/bad input, 2 correctness, 3 liveness (deadlock, mismatch, peer failure),\n"
+      "4 backend (CUDA, NCCL, no device)."};
+  app.require_subcommand(1);
+  zero3::add_demo_command(app);
+  zero3::add_train_command(app);
+  zero3::add_inspect_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    // --help is a ParseError with exit code 0; every real usage error becomes exit code 1.
+    return app.exit(error) == 0 ? zero3::kExitOk : zero3::kExitBadInput;
+  } catch (const zero3::Zero3Error& error) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return error.exit_code();
+  } catch (const std::exception& error) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "internal error: %s\n", error.what());
+    return zero3::kExitCorrectness;
+  }
+  return zero3::kExitOk;
+}

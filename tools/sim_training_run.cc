@@ -1,0 +1,144 @@
+// Simulated training from the CLI: progress, faults, --check and the sim report fields.
+#include "tools/sim_training_run.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/hash.h"
+#include "core/model_zoo.h"
+#include "sim/distributed_training.h"
+#include "tools/progress.h"
+
+namespace zero3 {
+
+namespace {
+
+DistributedRunOptions distributed_options(const TrainOptions& options, const TrainConfig& config) {
+  DistributedRunOptions run;
+  run.model = options.model;
+  run.data_file = options.data_file;
+  run.seed = options.seed;
+  run.world = options.ranks;
+  run.steps = options.steps;
+  run.config = config;
+  run.faults = FaultPlan::parse(options.faults);
+  return run;
+}
+
+nlohmann::json memory_json(const DistributedRunResult& result) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMemory& memory : result.memory) {
+    nlohmann::json peaks;
+    for (int category = 0; category < kMemoryCategoryCount; ++category) {
+      peaks[memory_category_name(static_cast<MemoryCategory>(category))] = memory.peak_bytes[static_cast<size_t>(category)];
+    }
+    peaks["total"] = memory.peak_total_bytes;
+    ranks.push_back(peaks);
+  }
+  return ranks;
+}
+
+nlohmann::json collectives_json(const DistributedRunResult& result) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [op, totals] : result.collectives) out[op] = {{"count", totals.count}, {"bytes", totals.bytes}};
+  return out;
+}
+
+std::string hash_state(const std::vector<OptimizerSlot>& state) {
+  Fnv1a hash;
+  for (const OptimizerSlot& slot : state) hash.add_floats(slot.master.values());
+  return hex64(hash.value());
+}
+
+void fail_run(const DistributedRunResult& result) {
+  std::printf("%s\n", result.sim.summary().c_str());
+  const int code = result.sim.exit_code();
+  const std::string message = "simulated run failed: " + result.sim.root_cause();
+  if (code == kExitLiveness) throw LivenessError(message);
+  if (code == kExitBackend) throw BackendError(message);
+  if (code == kExitBadInput) throw InputError(message);
+  throw CorrectnessError(message);
+}
+
+// The single-process reference on the global batch: equal to the sharded run within tolerance only,
+// since it sums the batch in one piece rather than per rank.
+double max_diff_to_single_process(const TrainOptions& options, const TrainConfig& config,
+                                  const std::vector<OptimizerSlot>& state) {
+  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
+  built.model->initialize(options.seed);
+  ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
+  Context ctx(cpu_kernels());
+  for (int64_t step = 0; step < options.steps; ++step) trainer.train_step(ctx, step);
+  double max_diff = 0.0;
+  for (size_t id = 0; id < state.size(); ++id) {
+    const auto a = state[id].master.values();
+    const auto b = trainer.slots()[id].master.values();
+    for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+  }
+  return max_diff;
+}
+
+void check_against_references(const TrainOptions& options, const TrainConfig& config,
+                              const DistributedRunResult& zero3_run, nlohmann::json& report) {
+  std::printf("check: running the DDP reference on the same %d ranks and data...\n", options.ranks);
+  DistributedRunOptions ddp = distributed_options(options, config);
+  ddp.config.zero.stage = 0;
+  const DistributedRunResult ddp_run = run_distributed(ddp);
+  if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
+  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
+  std::vector<std::string> names;
+  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
+  const StateComparison comparison = compare_runs(zero3_run, ddp_run, names);
+  const double single_diff = max_diff_to_single_process(options, config, zero3_run.final_state);
+  std::printf("check: ZeRO-3 vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
+              comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT", static_cast<long long>(comparison.wrong),
+              comparison.max_abs_diff);
+  std::printf("check: max |parameter difference| to the single-process reference: %.3g\n", single_diff);
+  report["bitwise_equal_to_ddp"] = comparison.bitwise_equal;
+  report["max_diff_to_ddp"] = comparison.max_abs_diff;
+  report["wrong_vs_ddp"] = comparison.wrong;
+  report["max_diff_to_single_process"] = single_diff;
+  report["ddp_memory_per_rank"] = memory_json(ddp_run);
+  report["ddp_collectives"] = collectives_json(ddp_run);
+  if (!comparison.bitwise_equal) {
+    throw CorrectnessError("ZeRO-3 differs from the DDP reference:\n" + comparison.first_differences);
+  }
+}
+
+}  // namespace
+
+void train_simulated(const TrainOptions& options, const TrainConfig& config, TrainOutcome& outcome,
+                     nlohmann::json& report) {
+  DistributedRunOptions run = distributed_options(options, config);
+  ProgressBar progress(options.steps, "train");
+  run.on_step = [&](const StepStats& stats) {
+    if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
+      progress.finish();
+      std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f\n", static_cast<long long>(stats.step + 1),
+                  static_cast<long long>(options.steps), stats.loss, stats.grad_norm, stats.clip);
+      std::fflush(stdout);
+    }
+    progress.update(stats.step + 1, "loss " + std::to_string(stats.loss));
+  };
+  const DistributedRunResult result = run_distributed(run);
+  progress.finish();
+  for (const FiredFault& fault : result.sim.fired) std::printf("fault fired: %s\n", describe(fault).c_str());
+  if (!options.record_path.empty()) {
+    write_file_atomically(options.record_path, result.sim.event_log.dump() + "\n");
+    std::printf("  event log (hash %s) written to %s\n", hex64(result.sim.event_log_hash).c_str(),
+                options.record_path.c_str());
+  }
+  if (!result.sim.all_ok()) fail_run(result);
+  outcome.steps = result.steps;
+  outcome.final_param_hash = hash_state(result.final_state);
+  report["event_log_hash"] = hex64(result.sim.event_log_hash);
+  report["memory_per_rank"] = memory_json(result);
+  report["collectives"] = collectives_json(result);
+  report["trace_invalidations"] = result.counters.trace_invalidations;
+  report["faults_fired"] = static_cast<int64_t>(result.sim.fired.size());
+  if (config.zero.stage == 3 && options.check) check_against_references(options, config, result, report);
+}
+
+}  // namespace zero3

@@ -1,0 +1,68 @@
+// `zero3 train` flags and config resolution.
+#include "tools/train_options.h"
+
+#include <sstream>
+
+namespace zero3 {
+
+void add_train_options(CLI::App& command, TrainOptions& options) {
+  command.add_option("--backend", options.backend, "ref: single-process reference; sim: simulated ranks; cuda: GPUs")
+      ->check(CLI::IsMember({"ref", "sim", "cuda"}))
+      ->capture_default_str();
+  command.add_option("--model", options.model, "a built-in model name (see `zero3 inspect --list`) or a JSON spec file")
+      ->capture_default_str();
+  command.add_option("--steps", options.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  command.add_option("--seed", options.seed, "seeds initialisation, data, schedule and faults")->capture_default_str();
+  command.add_option("--ranks", options.ranks, "world size (ref: the global batch covers this many ranks' data)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  command.add_option("--zero", options.zero_stage, "0: DDP (unsharded), 3: ZeRO-3; overrides the config")
+      ->check(CLI::IsMember({0, 3}));
+  command.add_option("--config", options.config_path, "DeepSpeed-style ds_config.json")->check(CLI::ExistingFile);
+  command.add_option("--micro-batch", options.micro_batch_size, "examples per rank per micro-step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command.add_option("--gas", options.gradient_accumulation_steps, "gradient accumulation steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command.add_option("--lr", options.lr, "AdamW learning rate")->check(CLI::Range(0.0, 10.0));
+  command.add_flag("--bf16", options.bf16, "bf16 compute with f32 master weights");
+  command.add_option("--data", options.data_file, "train a GPT on this file's bytes instead of synthetic data")
+      ->check(CLI::ExistingFile);
+  command.add_option("--report", options.report_path, "write a JSON summary here (atomically)");
+  command.add_option("--record", options.record_path, "write the simulator's event log here (sim backend)");
+  command.add_option("--faults", options.faults, "sim fault kinds: late,reorder,stall,crash,alloc or all");
+  command.add_flag("--check", options.check,
+                   "sim, ZeRO-3: also train the DDP reference on the same ranks and data and require bitwise "
+                   "equality (exit 2 otherwise); print the max difference to the single-process reference");
+  command.add_option("--log-every", options.log_every, "print a step line every N steps")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+}
+
+TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings) {
+  TrainConfig config = options.config_path.empty() ? TrainConfig{} : load_train_config(options.config_path, warnings);
+  if (options.zero_stage) config.zero.stage = *options.zero_stage;
+  if (options.micro_batch_size) config.micro_batch_size = *options.micro_batch_size;
+  if (options.gradient_accumulation_steps) config.gradient_accumulation_steps = *options.gradient_accumulation_steps;
+  if (options.lr) config.adamw.lr = static_cast<float>(*options.lr);
+  if (options.bf16) config.bf16 = true;
+  return config;
+}
+
+std::string replay_command(const TrainOptions& options) {
+  std::ostringstream command;
+  command << "zero3 train --backend " << options.backend << " --model " << options.model << " --steps "
+          << options.steps << " --seed " << options.seed << " --ranks " << options.ranks;
+  if (options.zero_stage) command << " --zero " << *options.zero_stage;
+  if (!options.config_path.empty()) command << " --config " << options.config_path;
+  if (options.micro_batch_size) command << " --micro-batch " << *options.micro_batch_size;
+  if (options.gradient_accumulation_steps) command << " --gas " << *options.gradient_accumulation_steps;
+  if (options.lr) command << " --lr " << *options.lr;
+  if (options.bf16) command << " --bf16";
+  if (!options.data_file.empty()) command << " --data " << options.data_file;
+  if (!options.faults.empty()) command << " --faults " << options.faults;
+  if (options.check) command << " --check";
+  return command.str();
+}
+
+}  // namespace zero3

@@ -1,0 +1,41 @@
+// The options of `zero3 train` (and of commands that train, like demo): flags, their defaults,
+// the resolved TrainConfig, and the one-line replay command every run prints.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/train_config.h"
+
+namespace zero3 {
+
+struct TrainOptions {
+  std::string backend = "ref";  // ref | sim | cuda
+  std::string model = "gpt-tiny";
+  int64_t steps = 50;
+  uint64_t seed = 1;
+  int ranks = 1;
+  std::optional<int> zero_stage;           // overrides the config's zero_optimization.stage
+  std::string config_path;                 // DeepSpeed-style JSON
+  std::optional<int64_t> micro_batch_size;
+  std::optional<int64_t> gradient_accumulation_steps;
+  std::optional<double> lr;
+  bool bf16 = false;
+  std::string data_file;
+  std::string report_path;
+  std::string record_path;
+  std::string faults;
+  int64_t log_every = 1;
+  bool check = false;  // sim + ZeRO-3: also run the DDP and single-process references and compare
+};
+
+void add_train_options(CLI::App& command, TrainOptions& options);
+// The config file (if any) with the command-line overrides applied; warnings for unused keys.
+TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
+// `zero3 train ...` reproducing this run exactly.
+std::string replay_command(const TrainOptions& options);
+
+}  // namespace zero3

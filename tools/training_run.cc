@@ -1,0 +1,163 @@
+// Driving a training run from the CLI: banner, steps, summary, report.
+#include "tools/training_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/hash.h"
+#include "core/kernels.h"
+#include "core/model_zoo.h"
+#include "tools/progress.h"
+#include "tools/sim_training_run.h"
+
+namespace zero3 {
+
+namespace {
+
+void print_banner(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built) {
+  std::printf("zero3 train  backend=%s model=%s params=%lld steps=%lld seed=%llu ranks=%d\n", options.backend.c_str(),
+              options.model.c_str(), static_cast<long long>(built.model->parameter_count()),
+              static_cast<long long>(options.steps), static_cast<unsigned long long>(options.seed), options.ranks);
+  std::printf("  micro_batch=%lld gas=%lld lr=%g betas=(%g,%g) weight_decay=%g clip=%g bf16=%s zero_stage=%d\n",
+              static_cast<long long>(config.micro_batch_size), static_cast<long long>(config.gradient_accumulation_steps),
+              config.adamw.lr, config.adamw.beta1, config.adamw.beta2, config.adamw.weight_decay,
+              config.gradient_clipping, config.bf16 ? "on" : "off", config.zero.stage);
+  std::printf("  data: %s\n", built.data->description().c_str());
+  std::printf("  seed=%llu replay: %s\n", static_cast<unsigned long long>(options.seed), replay_command(options).c_str());
+  std::fflush(stdout);
+}
+
+std::string hash_masters(const std::vector<OptimizerSlot>& slots) {
+  Fnv1a hash;
+  for (const OptimizerSlot& slot : slots) hash.add_floats(slot.master.values());
+  return hex64(hash.value());
+}
+
+TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
+  TrainOutcome outcome;
+  ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
+  Context ctx(cpu_kernels());
+  ProgressBar progress(options.steps, "train");
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < options.steps; ++step) {
+    const auto step_start = std::chrono::steady_clock::now();
+    StepStats stats = trainer.train_step(ctx, step);
+    if (!std::isfinite(stats.loss)) {
+      throw CorrectnessError("loss became " + std::to_string(stats.loss) + " at step " + std::to_string(step) +
+                             "; lower --lr or enable clipping");
+    }
+    outcome.steps.push_back(stats);
+    const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
+    char status[96];
+    std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
+    if ((step + 1) % options.log_every == 0 || step + 1 == options.steps) {
+      progress.finish();
+      std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms\n", static_cast<long long>(step + 1),
+                  static_cast<long long>(options.steps), stats.loss, stats.grad_norm, stats.clip, step_ms);
+      std::fflush(stdout);
+    }
+    progress.update(step + 1, status);
+  }
+  progress.finish();
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.final_param_hash = hash_masters(trainer.slots());
+  return outcome;
+}
+
+}  // namespace
+
+TrainOutcome run_training(const TrainOptions& options) {
+  std::vector<std::string> warnings;
+  const TrainConfig config = resolve_train_config(options, &warnings);
+  for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
+  built.model->initialize(options.seed);
+  print_banner(options, config, built);
+
+  TrainOutcome outcome;
+  nlohmann::json backend_report = nlohmann::json::object();
+  if (options.backend == "ref") {
+    outcome = train_reference(options, config, built);
+  } else if (options.backend == "sim") {
+    const auto start = std::chrono::steady_clock::now();
+    train_simulated(options, config, outcome, backend_report);
+    outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } else {
+    throw BackendError("the CUDA backend is not built yet: use --backend ref or --backend sim");
+  }
+  outcome.parameter_count = built.model->parameter_count();
+  outcome.unigram_entropy_nats = built.data->unigram_entropy_nats();
+  outcome.data_description = built.data->description();
+
+  const double first = outcome.steps.front().loss;
+  const double last = outcome.steps.back().loss;
+  std::printf("done  %lld steps in %.2f s  loss %.4f -> %.4f", static_cast<long long>(options.steps), outcome.seconds,
+              first, last);
+  if (outcome.unigram_entropy_nats) std::printf("  (unigram entropy of the data %.4f)", *outcome.unigram_entropy_nats);
+  std::printf("\n  final parameter hash %s\n", outcome.final_param_hash.c_str());
+  if (!options.report_path.empty()) {
+    nlohmann::json report = outcome_to_json(options, config, outcome);
+    report.update(backend_report);
+    write_file_atomically(options.report_path, report.dump(2) + "\n");
+    std::printf("  report written to %s\n", options.report_path.c_str());
+  }
+  return outcome;
+}
+
+nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome) {
+  nlohmann::json losses = nlohmann::json::array();
+  nlohmann::json grad_norms = nlohmann::json::array();
+  for (const StepStats& stats : outcome.steps) {
+    losses.push_back(stats.loss);
+    grad_norms.push_back(stats.grad_norm);
+  }
+  nlohmann::json report = {
+      {"zero3_report", 1},
+      {"backend", options.backend},
+      {"model", options.model},
+      {"seed", options.seed},
+      {"ranks", options.ranks},
+      {"steps", options.steps},
+      {"parameter_count", outcome.parameter_count},
+      {"data", outcome.data_description},
+      {"config", train_config_to_json(config)},
+      {"losses", losses},
+      {"grad_norms", grad_norms},
+      {"final_param_hash", outcome.final_param_hash},
+      {"timings", {{"total_s", outcome.seconds}, {"step_ms_mean", 1000.0 * outcome.seconds / options.steps}}},
+      {"replay", replay_command(options)},
+  };
+  if (outcome.unigram_entropy_nats) report["unigram_entropy_nats"] = *outcome.unigram_entropy_nats;
+  return report;
+}
+
+std::string loss_curve(const std::vector<StepStats>& steps, int width, int height) {
+  if (steps.empty()) return "";
+  double low = steps.front().loss, high = steps.front().loss;
+  for (const StepStats& stats : steps) {
+    low = std::min(low, stats.loss);
+    high = std::max(high, stats.loss);
+  }
+  const int columns = std::min<int>(width, static_cast<int>(steps.size()));
+  std::vector<std::string> rows(static_cast<size_t>(height), std::string(static_cast<size_t>(columns), ' '));
+  for (int column = 0; column < columns; ++column) {
+    const size_t index = static_cast<size_t>(column) * steps.size() / static_cast<size_t>(columns);
+    const double fraction = high > low ? (steps[index].loss - low) / (high - low) : 0.0;
+    const int row = height - 1 - static_cast<int>(std::lround(fraction * (height - 1)));
+    rows[static_cast<size_t>(row)][static_cast<size_t>(column)] = '*';
+  }
+  char label[32];
+  std::string text;
+  for (int row = 0; row < height; ++row) {
+    const double value = high - (high - low) * row / std::max(1, height - 1);
+    std::snprintf(label, sizeof(label), "%8.3f |", value);
+    text += label + rows[static_cast<size_t>(row)] + "\n";
+  }
+  return text;
+}
+
+}  // namespace zero3

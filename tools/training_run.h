@@ -1,0 +1,30 @@
+// One training run as the CLI drives it: banner, per-step lines with a progress bar, summary and
+// the JSON report. `zero3 train` and `zero3 demo` both go through here.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/replicated_trainer.h"
+#include "tools/train_options.h"
+
+namespace zero3 {
+
+struct TrainOutcome {
+  std::vector<StepStats> steps;
+  std::string final_param_hash;  // FNV-1a over the f32 master weights in id order
+  double seconds = 0.0;
+  int64_t parameter_count = 0;
+  std::optional<double> unigram_entropy_nats;
+  std::string data_description;
+};
+
+// Trains per `options` on the chosen backend, printing as it goes; throws Zero3Error on failure.
+TrainOutcome run_training(const TrainOptions& options);
+nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome);
+// A compact ASCII rendering of the loss curve (one character column per bucket of steps).
+std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
+
+}  // namespace zero3
