@@ -71,6 +71,12 @@ CallSite Zero3Engine::call_site(const std::string& module, const std::vector<Par
   return call;
 }
 
+void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::string& module) {
+  const ParamStatus from = state.status;
+  transition(state.status, to, site(state, module));
+  if (observer_) observer_->on_transition(*state.param, from, to, module);
+}
+
 void Zero3Engine::account_live(int64_t delta) {
   live_elements_ += delta;
   counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_);
@@ -96,7 +102,7 @@ void Zero3Engine::issue_gather(Context& ctx, Module& module, const std::vector<P
   std::vector<const Tensor*> shards;
   for (ParamState* state : params) {
     shards.push_back(&state->shard);
-    transition(state->status, ParamStatus::inflight, site(*state, module.display_name()));
+    move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
   }
   pending->layout.pack_shards(shards, pending->send);
@@ -115,7 +121,7 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     pending.layout.unpack_full(pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;
-    transition(state.status, ParamStatus::available, site(state, "<gather>"));
+    move_status(state, ParamStatus::available, "<gather>");
     ctx.set_param_value(*state.param, state.full);
     allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());
     account_live(state.numel);
@@ -209,7 +215,7 @@ void Zero3Engine::invalidate_trace(Context& ctx, Module& module) {
 
 void Zero3Engine::release(Context& ctx, ParamState& state, Module& module) {
   const bool was_available = state.status == ParamStatus::available;
-  transition(state.status, ParamStatus::not_available, site(state, module.display_name()));
+  move_status(state, ParamStatus::not_available, module.display_name());
   state.full = Tensor();
   ctx.set_param_value(*state.param, placeholder(state));
   if (was_available) {
@@ -255,7 +261,10 @@ void Zero3Engine::pre_forward(Context& ctx, Module& module) {
   fetch(ctx, module, params_of(module));
 }
 
-void Zero3Engine::post_forward(Context& ctx, Module& module) { end_use(ctx, module); }
+void Zero3Engine::post_forward(Context& ctx, Module& module) {
+  end_use(ctx, module);
+  if (observer_) observer_->after_post_forward(module, *this);
+}
 
 void Zero3Engine::pre_backward(Context& ctx, Module& module) {
   begin_use(ctx, module);
@@ -265,6 +274,7 @@ void Zero3Engine::pre_backward(Context& ctx, Module& module) {
 void Zero3Engine::post_backward(Context& ctx, Module& module) {
   note_gradients_ready(ctx, module);
   end_use(ctx, module);
+  if (observer_) observer_->after_post_backward(module, *this);
 }
 
 Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param) {

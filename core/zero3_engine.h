@@ -38,6 +38,19 @@ struct EngineCounters {
   int64_t external_registrations = 0;
 };
 
+class Zero3Engine;
+
+// Watches the engine from outside (the property harness checks lifecycle invariants with it;
+// a recorder can log status changes). Every method defaults to doing nothing.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_transition(const Parameter&, ParamStatus /*from*/, ParamStatus /*to*/, const std::string& /*module*/) {}
+  virtual void after_post_forward(const Module&, const Zero3Engine&) {}
+  virtual void after_post_backward(const Module&, const Zero3Engine&) {}
+  virtual void after_step(const Zero3Engine&) {}
+};
+
 class Zero3Engine : public ModuleHooks {
  public:
   Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
@@ -52,6 +65,8 @@ class Zero3Engine : public ModuleHooks {
   void post_backward(Context& ctx, Module& module) override;
   Tensor checked_access(Context& ctx, Module& user, Parameter& param) override;
   Tensor raw_access(Context& ctx, Parameter& param) override;
+
+  void set_observer(EngineObserver* observer) { observer_ = observer; }
 
   // Introspection for tests, reports and the property harness.
   ParamStatus status(const Parameter& param) const;
@@ -92,6 +107,7 @@ class Zero3Engine : public ModuleHooks {
   TransitionSite site(const ParamState& state, const std::string& module) const;
   CallSite call_site(const std::string& module, const std::vector<ParamState*>& params, const char* phase) const;
   void account_live(int64_t delta);
+  void move_status(ParamState& state, ParamStatus to, const std::string& module);
 
   Model& model_;
   Communicator& comm_;
@@ -113,6 +129,7 @@ class Zero3Engine : public ModuleHooks {
   EngineCounters counters_;
   int64_t live_elements_ = 0;
   int64_t largest_module_elements_ = 0;
+  EngineObserver* observer_ = nullptr;
 };
 
 }  // namespace zero3

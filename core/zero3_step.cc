@@ -40,6 +40,7 @@ StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t 
   stats.grad_norm = global_grad_norm(step);
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   optimizer_step(ctx, step, stats.clip);
+  if (observer_) observer_->after_step(*this);
   return stats;
 }
 

@@ -238,7 +238,10 @@ bool CollectiveMatcher::poll(int rank, CollectiveSlot& slot) {
                                                 std::to_string(scheduler_.current()));
   if (!slot.completed) {
     throw_if_unusable(rank, "polling " + where(slot.arrivals[static_cast<size_t>(rank)].call, slot.sequence));
-    scheduler_.yield();
+    // Parked as waiting in the slot (deadlock reports name it) until anything else happens.
+    state(rank).blocked_on = slot.sequence;
+    scheduler_.wait_for_progress();
+    state(rank).blocked_on = -1;
   }
   if (!slot.completed) return false;
   wait(rank, slot);  // completed: only moves the clock
@@ -309,7 +312,8 @@ void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_ra
 void CollectiveMatcher::wake(int rank, double time_s) {
   ZERO3_CHECK(state(rank).blocked_on >= 0, "wake of rank " + std::to_string(rank) + " that waits on nothing");
   state(rank).blocked_on = -1;
-  scheduler_.wake(rank, time_s);
+  // A polling rank may already be queued by the scheduler's progress wake-up.
+  if (scheduler_.blocked(rank)) scheduler_.wake(rank, time_s);
 }
 
 void CollectiveMatcher::on_stuck() {

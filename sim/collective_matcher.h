@@ -67,7 +67,7 @@ class CollectiveMatcher {
   std::shared_ptr<CollectiveSlot> issue(int rank, CollectiveCall call);
   // Blocks the rank's task until the slot completes; throws the world's failure instead.
   void wait(int rank, CollectiveSlot& slot);
-  // True once completed; otherwise lets the other tasks run once and answers again.
+  // True once completed; otherwise lets the other ranks make progress first and answers again.
   bool poll(int rank, CollectiveSlot& slot);
   // Waits for every collective the rank issued (its program returned).
   void drain(int rank);

@@ -34,6 +34,7 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, RankProgramOut
   built.model->initialize(options.seed);
   if (options.config.zero.stage == 3) {
     Zero3Engine engine(*built.model, sim.comm(), sim.allocator(), options.config, options.bugs);
+    if (options.observer_for_rank) engine.set_observer(options.observer_for_rank(sim.rank()));
     Context ctx(sim.kernels(), &engine, sim.rank());
     for (int64_t step = 0; step < options.steps; ++step) {
       output.steps.push_back(engine.train_step(ctx, *built.data, step));

@@ -34,6 +34,8 @@ struct DistributedRunOptions {
   FaultPlan faults;
   // Rank 0 calls this after every step (inside the simulation; for progress output).
   std::function<void(const StepStats&)> on_step;
+  // ZeRO-3 only: an observer per rank (the property harness checks lifecycle invariants with it).
+  std::function<EngineObserver*(int rank)> observer_for_rank;
 };
 
 struct RankMemory {

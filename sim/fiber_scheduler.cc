@@ -28,15 +28,15 @@ bool FiberScheduler::later(const Event& a, const Event& b) {
   return a.serial > b.serial;
 }
 
-void FiberScheduler::push(double time_s, int task, std::function<void()> callback) {
-  events_.push_back(Event{time_s, rng_.next_u64(), serial_++, task, std::move(callback)});
+void FiberScheduler::push(double time_s, int task, bool poll_wake, std::function<void()> callback) {
+  events_.push_back(Event{time_s, rng_.next_u64(), serial_++, task, poll_wake, std::move(callback)});
   std::push_heap(events_.begin(), events_.end(), later);
 }
 
 void FiberScheduler::run(const std::function<void(int task)>& body, const std::function<void()>& on_stuck) {
   ZERO3_CHECK(body_ == nullptr && current_ == -1, "FiberScheduler::run is not reentrant");
   body_ = &body;
-  for (int task = 0; task < task_count(); ++task) push(0.0, task, nullptr);
+  for (int task = 0; task < task_count(); ++task) push(0.0, task, false, nullptr);
   while (true) {
     if (events_.empty()) {
       const bool all_finished = std::all_of(tasks_.begin(), tasks_.end(),
@@ -49,6 +49,7 @@ void FiberScheduler::run(const std::function<void(int task)>& body, const std::f
     std::pop_heap(events_.begin(), events_.end(), later);
     Event event = std::move(events_.back());
     events_.pop_back();
+    if (!event.poll_wake) wake_pollers(event.time_s);
     if (event.task < 0) {
       event.callback();
     } else {
@@ -93,7 +94,7 @@ void FiberScheduler::yield() {
   ZERO3_CHECK(in_task(), "yield outside a task");
   Task& record = tasks_[index(current_)];
   record.state = State::queued;
-  push(record.clock_s, current_, nullptr);
+  push(record.clock_s, current_, false, nullptr);
   switch_to_scheduler();
 }
 
@@ -103,17 +104,42 @@ void FiberScheduler::block() {
   switch_to_scheduler();
 }
 
+void FiberScheduler::wait_for_progress() {
+  ZERO3_CHECK(in_task(), "wait_for_progress outside a task");
+  Task& record = tasks_[index(current_)];
+  record.state = State::blocked;
+  record.polling = true;
+  pollers_.push_back(current_);
+  switch_to_scheduler();
+}
+
 void FiberScheduler::wake(int task, double time_s) {
   Task& record = tasks_[index(task)];
   ZERO3_CHECK(record.state == State::blocked, "wake of task " + std::to_string(task) + " that is not blocked");
+  if (record.polling) {
+    record.polling = false;
+    std::erase(pollers_, task);
+  }
   record.clock_s = std::max(record.clock_s, time_s);
   record.state = State::queued;
-  push(record.clock_s, task, nullptr);
+  push(record.clock_s, task, false, nullptr);
+}
+
+void FiberScheduler::wake_pollers(double time_s) {
+  for (int task : pollers_) {
+    Task& record = tasks_[index(task)];
+    ZERO3_CHECK(record.polling && record.state == State::blocked, "poller " + std::to_string(task) + " not parked");
+    record.polling = false;
+    record.clock_s = std::max(record.clock_s, time_s);
+    record.state = State::queued;
+    push(record.clock_s, task, true, nullptr);
+  }
+  pollers_.clear();
 }
 
 void FiberScheduler::at(double time_s, std::function<void()> callback) {
   ZERO3_CHECK(callback != nullptr, "timed event without a callback");
-  push(time_s, -1, std::move(callback));
+  push(time_s, -1, false, std::move(callback));
 }
 
 void FiberScheduler::advance(int task, double seconds) {

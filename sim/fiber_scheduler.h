@@ -35,6 +35,10 @@ class FiberScheduler {
   bool in_task() const { return current_ >= 0; }
   void yield();
   void block();
+  // Parks the task until something else happens: another task runs (not one that only polls) or
+  // a timed event fires, or wake(). Lets a polling loop progress without turning a deadlock into
+  // a livelock: when only pollers are left, the queue runs dry and `on_stuck` runs.
+  void wait_for_progress();
 
   // From anywhere.
   void wake(int task, double time_s);  // the task's clock moves to at least time_s
@@ -53,6 +57,7 @@ class FiberScheduler {
     State state = State::queued;
     double clock_s = 0.0;
     bool started = false;
+    bool polling = false;  // parked by wait_for_progress()
     boost::context::fiber fiber;      // the task's context while it is suspended
     boost::context::fiber scheduler;  // the scheduler's context while the task runs
   };
@@ -61,16 +66,19 @@ class FiberScheduler {
     uint64_t tie_break;
     uint64_t serial;
     int task;  // -1: run `callback`
+    bool poll_wake;  // resumes a poller: not progress by itself
     std::function<void()> callback;
   };
   static bool later(const Event& a, const Event& b);
   size_t index(int task) const;
-  void push(double time_s, int task, std::function<void()> callback);
+  void push(double time_s, int task, bool poll_wake, std::function<void()> callback);
+  void wake_pollers(double time_s);
   void resume(int task);
   void switch_to_scheduler();
 
   std::vector<Task> tasks_;
   std::vector<Event> events_;  // a min-heap by (time_s, tie_break, serial)
+  std::vector<int> pollers_;   // tasks parked by wait_for_progress(), in parking order
   uint64_t serial_ = 0;
   CounterRng rng_;
   size_t stack_bytes_;

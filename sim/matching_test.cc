@@ -107,6 +107,34 @@ TEST(SimMatching, AnAsyncCollectiveNeverWaitedOnIsStillMatchedWhenTheProgramEnds
   expect_contains(result.root_cause(), "rank 1 exited while rank 0 waits in all_gather #0 (module 'prefetch.h.3')");
 }
 
+TEST(SimMatching, PollingDoneForACollectiveThatCanNeverCompleteIsADeadlockNotAHang) {
+  const SimResult result = SimWorld(SimOptions{.world = 2, .seed = 9}).run([](SimRank& sim) {
+    if (sim.rank() == 1) return;
+    Tensor shard = Tensor::zeros({4});
+    Tensor full = Tensor::zeros({8});
+    auto work = sim.comm().all_gather_async(shard, full, call_site("h.5"));
+    while (!work->done()) {
+    }
+  });
+  ASSERT_FALSE(result.all_ok());
+  EXPECT_THROW(std::rethrow_exception(result.ranks[0].exception), DeadlockError);
+  expect_contains(result.root_cause(), "rank 1 exited while rank 0 waits in all_gather #0 (module 'h.5')");
+}
+
+TEST(SimMatching, PollingDoneLetsTheOtherRanksProgressUntilTheCollectiveCompletes) {
+  int polls = 0;
+  const SimResult result = SimWorld(SimOptions{.world = 3, .seed = 10}).run([&](SimRank& sim) {
+    Tensor shard = Tensor::full({2}, static_cast<float>(sim.rank()));
+    Tensor full = Tensor::zeros({6});
+    if (sim.rank() != 0) sim.advance_compute(1e10);
+    auto work = sim.comm().all_gather_async(shard, full, call_site("h.6"));
+    while (!work->done()) polls += sim.rank() == 0;
+    EXPECT_EQ(full.data()[5], 2.0f);
+  });
+  EXPECT_TRUE(result.all_ok()) << result.summary();
+  EXPECT_GT(polls, 0);
+}
+
 TEST(SimMatching, CallsThatDisagreeWhileAnotherRankExitedAreReportedAsTheMismatch) {
   const SimResult result = SimWorld(SimOptions{.world = 3, .seed = 7}).run([](SimRank& sim) {
     if (sim.rank() < 2) gather(sim, sim.rank() == 0 ? 4 : 6, "h.2");

@@ -75,9 +75,9 @@ std::string SimResult::summary() const {
   return text + "\nevent log hash " + hex64(event_log_hash);
 }
 
-SimWorld::SimWorld(SimOptions options)
-    : options_(std::move(options)), outcomes_(static_cast<size_t>(std::max(options_.world, 1))) {
+SimWorld::SimWorld(SimOptions options) : options_(std::move(options)) {
   if (options_.world < 1) throw InputError("sim world size must be at least 1, got " + std::to_string(options_.world));
+  outcomes_.resize(static_cast<size_t>(options_.world));
   recorder_ = std::make_unique<Recorder>(options_.world);
   faults_ = std::make_unique<FaultInjector>(options_.faults, options_.seed, recorder_.get());
   scheduler_ = std::make_unique<FiberScheduler>(options_.world, options_.seed, options_.fiber_stack_bytes);
@@ -88,7 +88,9 @@ SimWorld::SimWorld(SimOptions options)
   }
 }
 
-SimWorld::~SimWorld() = default;
+// Fibers still suspended (only when run() ended with an internal error) unwind their stacks when
+// the scheduler goes; the ranks, matcher and recorder their code may touch must still exist then.
+SimWorld::~SimWorld() { scheduler_.reset(); }
 
 const SimRank& SimWorld::rank(int rank) const {
   ZERO3_CHECK(rank >= 0 && rank < options_.world, "rank " + std::to_string(rank));
@@ -157,7 +159,8 @@ SimResult SimWorld::result() const {
   result.ranks = outcomes_;
   result.fired = faults_->fired();
   result.root_cause_rank = root_cause_rank_;
-  // Only secondary failures (cannot happen without a primary one, but never report "all ok" then).
+  // Without a primary failure (no rank fails only secondarily, but a result must never read "all
+  // ok" while a rank failed), the lowest failed rank stands in.
   for (size_t rank = 0; rank < outcomes_.size() && result.root_cause_rank < 0; ++rank) {
     if (!outcomes_[rank].ok) result.root_cause_rank = static_cast<int>(rank);
   }
