@@ -18,7 +18,8 @@ const std::vector<std::string> kTopLevelKeys = {
     "optimizer", "zero_optimization"};
 const std::vector<std::string> kZeroKeys = {
     "stage", "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-    "stage3_param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy"};
+    "stage3_param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
+    "zero3_leaf_modules"};
 
 void warn_unknown_keys(const JsonReader& object, const std::vector<std::string>& known,
                        std::vector<std::string>* warnings) {
@@ -66,6 +67,10 @@ void parse_zero(const JsonReader& zero_json, ZeroConfig& zero, std::vector<std::
   if (zero_json.has("zero3_placeholder_policy")) {
     const std::string policy = zero_json.at("zero3_placeholder_policy").as_choice({"error", "empty", "scalar"});
     parse_placeholder_policy(policy, &zero.placeholder);
+  }
+  if (zero_json.has("zero3_leaf_modules")) {
+    const JsonReader leaves = zero_json.at("zero3_leaf_modules");
+    for (size_t i = 0; i < leaves.size(); ++i) zero.leaf_modules.push_back(leaves.at(i).as_string());
   }
 }
 
@@ -122,7 +127,8 @@ nlohmann::json train_config_to_json(const TrainConfig& config) {
         {"stage3_param_persistence_threshold", zero.persistence_threshold},
         {"reduce_bucket_size", zero.reduce_bucket_elements},
         {"overlap_comm", zero.overlap_comm},
-        {"zero3_placeholder_policy", placeholder_policy_name(zero.placeholder)}}},
+        {"zero3_placeholder_policy", placeholder_policy_name(zero.placeholder)},
+        {"zero3_leaf_modules", zero.leaf_modules}}},
   };
 }
 

@@ -25,6 +25,11 @@ struct ZeroConfig {
   int64_t reduce_bucket_elements = 500'000'000;   // reduce_bucket_size
   bool overlap_comm = true;
   PlaceholderPolicy placeholder = PlaceholderPolicy::error;  // zero3 only: "zero3_placeholder_policy"
+  // zero3 only: "zero3_leaf_modules", module types or dotted names treated as leaves, as
+  // DeepSpeed's set_z3_leaf_modules does: entering one gathers its whole subtree, and its
+  // gradients become ready together at its post-backward, so ranks that route differently
+  // inside it (MoE experts) still issue identical collectives.
+  std::vector<std::string> leaf_modules;
 };
 
 struct TrainConfig {

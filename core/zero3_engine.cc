@@ -43,6 +43,9 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     for (const auto& param : modules[i]->parameters()) own += param->numel();
     largest_module_elements_ = std::max(largest_module_elements_, own);
     for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+    for (const std::string& leaf : config_.zero.leaf_modules) {
+      if (leaf == modules[i]->type() || leaf == modules[i]->name()) leaves_.insert(modules[i]);
+    }
   }
 }
 
@@ -82,9 +85,23 @@ void Zero3Engine::account_live(int64_t delta) {
   counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_);
 }
 
+bool Zero3Engine::is_leaf(const Module& module) const { return leaves_.count(&module) > 0; }
+
+const Module* Zero3Engine::enclosing_leaf() const {
+  for (const auto& [module, invocation] : invocation_stack_) {
+    if (is_leaf(*module)) return module;
+  }
+  return nullptr;
+}
+
 std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
   std::vector<ParamState*> out;
-  for (const auto& param : module.parameters()) out.push_back(states_[param->id()].get());
+  // A leaf module stands for its whole subtree.
+  if (is_leaf(module)) {
+    for (Parameter* param : module.all_parameters()) out.push_back(states_[param->id()].get());
+  } else {
+    for (const auto& param : module.parameters()) out.push_back(states_[param->id()].get());
+  }
   auto it = externals_.find(&module);
   if (it != externals_.end()) out.insert(out.end(), it->second.begin(), it->second.end());
   return out;
@@ -136,6 +153,13 @@ void Zero3Engine::wait_for(Context& ctx, ParamState& state) {
 }
 
 void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted) {
+  // Inside a leaf everything is gathered already; what runs there may differ by rank, so it must
+  // neither shape the trace nor trigger prefetches (both would diverge across ranks).
+  const Module* leaf = enclosing_leaf();
+  if (leaf && leaf != &module) {
+    for (ParamState* state : wanted) wait_for(ctx, *state);
+    return;
+  }
   FetchEvent event{.module = &module, .param_ids = {}};
   for (const ParamState* state : wanted) event.param_ids.push_back(state->param->id());
   std::sort(event.param_ids.begin(), event.param_ids.end());
@@ -292,7 +316,15 @@ Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param)
     wait_for(ctx, state);
   }
   if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {
-    auto& used = uses_[invocation_stack_.back()];
+    // Inside a leaf, every use counts as the leaf's: its gradients become ready together.
+    auto key = invocation_stack_.back();
+    for (const auto& entry : invocation_stack_) {
+      if (is_leaf(*entry.first)) {
+        key = entry;
+        break;
+      }
+    }
+    auto& used = uses_[key];
     if (std::find(used.begin(), used.end(), &state) == used.end()) {
       used.push_back(&state);
       state.remaining_grad_uses++;

@@ -93,6 +93,8 @@ class Zero3Engine : public ModuleHooks {
   void prefetch_after(Context& ctx, Module& module);
   void invalidate_trace(Context& ctx, Module& module);
   std::vector<ParamState*> params_of(Module& module);
+  bool is_leaf(const Module& module) const;
+  const Module* enclosing_leaf() const;  // the outermost leaf module running, or null
   void begin_use(Context& ctx, Module& module);
   void end_use(Context& ctx, Module& module);
 
@@ -130,6 +132,7 @@ class Zero3Engine : public ModuleHooks {
   int64_t live_elements_ = 0;
   int64_t largest_module_elements_ = 0;
   EngineObserver* observer_ = nullptr;
+  std::set<const Module*> leaves_;
 };
 
 }  // namespace zero3

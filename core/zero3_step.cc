@@ -46,12 +46,22 @@ StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t 
 
 void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
   auto it = uses_.find({&module, ctx.current_invocation()});
-  if (it == uses_.end()) return;
-  int64_t bucket_elements = 0;
-  for (ParamState* state : it->second) {
-    ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
-    if (--state->remaining_grad_uses == 0 && !state->reduced) reduce_bucket_.push_back(state);
+  if (it != uses_.end()) {
+    for (ParamState* state : it->second) {
+      ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
+      if (--state->remaining_grad_uses == 0 && !state->reduced) reduce_bucket_.push_back(state);
+    }
   }
+  if (is_leaf(module)) {
+    // Parameters of the leaf that this rank did not use (an expert no row was routed to) are
+    // ready now too, with zero gradients, so every rank fills the same buckets.
+    for (Parameter* param : module.all_parameters()) {
+      ParamState* state = states_[param->id()].get();
+      const bool queued = std::find(reduce_bucket_.begin(), reduce_bucket_.end(), state) != reduce_bucket_.end();
+      if (!queued && !state->reduced && state->remaining_grad_uses == 0) reduce_bucket_.push_back(state);
+    }
+  }
+  int64_t bucket_elements = 0;
   for (const ParamState* state : reduce_bucket_) bucket_elements += state->numel;
   if (bucket_elements >= config_.zero.reduce_bucket_elements) {
     if (bugs_.on(Bug::bucket_exact_size_skipped) && bucket_elements == config_.zero.reduce_bucket_elements) {

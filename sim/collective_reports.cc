@@ -41,7 +41,8 @@ std::string CollectiveMatcher::rank_state(int rank) const {
   std::string text;
   if (status.blocked_on >= 0) {
     const CollectiveSlot& slot = *open_.at(status.blocked_on);
-    text = "waits in #" + std::to_string(slot.sequence) + ": " + describe(slot.arrivals[static_cast<size_t>(rank)].call);
+    const CollectiveCall& call = slot.arrivals[static_cast<size_t>(rank)].call;
+    text = "waits in #" + std::to_string(slot.sequence) + ": " + describe(call);
   } else if (status.crashed) {
     text = "crashed";
   } else if (status.failed) {
@@ -59,7 +60,8 @@ std::string CollectiveMatcher::mismatch_report(const CollectiveSlot& slot) const
   for (int rank = 0; rank < world_; ++rank) {
     const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
     line_by_rank[static_cast<size_t>(rank)] =
-        arrival.arrived ? describe(arrival.call) : "did not issue #" + std::to_string(slot.sequence) + ": " + rank_state(rank);
+        arrival.arrived ? describe(arrival.call)
+                        : "did not issue #" + std::to_string(slot.sequence) + ": " + rank_state(rank);
   }
   return "collective mismatch at #" + std::to_string(slot.sequence) +
          ": the ranks issued different collectives (NCCL would hang or mix up the buffers)" +
@@ -82,7 +84,10 @@ std::string CollectiveMatcher::deadlock_report() const {
       continue;
     }
     const RankState& status = state(rank);
-    const char* state_word = status.crashed ? "crashed" : status.failed ? "failed" : status.exited ? "exited" : "is running";
+    const char* state_word = status.crashed  ? "crashed"
+                             : status.failed ? "failed"
+                             : status.exited ? "exited"
+                                             : "is running";
     missing_by_state[state_word].push_back(rank);
   }
   ZERO3_CHECK(call != nullptr, "open collective #" + std::to_string(lowest.sequence) + " without arrivals");

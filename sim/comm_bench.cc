@@ -26,7 +26,8 @@ constexpr int kRounds = 3;
 
 // Small integers in [-8, 8], so sums over up to 2^20 ranks stay exact in f32.
 float bench_value(uint64_t seed, int rank, int64_t index) {
-  return static_cast<float>(static_cast<int64_t>(mix64(seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(index)) % 17) - 8);
+  const uint64_t bits = mix64(seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(index));
+  return static_cast<float>(static_cast<int64_t>(bits % 17) - 8);
 }
 
 double seconds_since(Clock::time_point start) {
@@ -211,9 +212,10 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& ou
       // Every rank holds a whole buffer and a block; memcpy needs two more whole buffers.
       const int64_t needed_bytes = (world + 1) * bytes + 2 * bytes;
       if (count == 0 || needed_bytes > options.memory_bytes_max) {
-        const std::string reason = count == 0 ? "fewer than one element per rank"
-                                              : "needs " + format_bytes(needed_bytes) + " of buffers, over the budget of " +
-                                                    format_bytes(options.memory_bytes_max);
+        const std::string reason =
+            count == 0 ? "fewer than one element per rank"
+                       : "needs " + format_bytes(needed_bytes) + " of buffers, over the budget of " +
+                             format_bytes(options.memory_bytes_max);
         result.skipped.push_back(op + " " + format_bytes(size) + ": " + reason);
         out << "# skipped " << result.skipped.back() << "\n";
         continue;

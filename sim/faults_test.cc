@@ -37,7 +37,9 @@ int64_t step_program(SimRank& sim) {
     sim.comm().barrier(call_site("", step, "step"));
     sim.allocator().release(MemoryCategory::gathered_param, kCount * world * 4);
     for (int block = 0; block < world; ++block) {
-      for (int64_t j = 0; j < kCount; ++j) wrong += full.data()[block * kCount + j] != test_value(seed + step, block, j);
+      for (int64_t j = 0; j < kCount; ++j) {
+        wrong += full.data()[block * kCount + j] != test_value(seed + step, block, j);
+      }
     }
     for (int64_t j = 0; j < kCount; ++j) {
       float expected = 0.0f;

@@ -37,7 +37,9 @@ class RecordingKernels : public Kernels {
     calls.push_back("layer_norm_backward");
   }
   void embedding_forward(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("embedding_forward"); }
-  void embedding_backward_into(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("embedding_backward"); }
+  void embedding_backward_into(const Tensor&, const Tensor&, Tensor&) override {
+    calls.push_back("embedding_backward");
+  }
   void cross_entropy_forward(const Tensor&, const Tensor&, Tensor&, Tensor&) override { calls.push_back("ce_forward"); }
   void cross_entropy_backward(const Tensor&, const Tensor&, float, Tensor&) override { calls.push_back("ce_backward"); }
   void causal_softmax_forward(const Tensor&, Tensor&) override { calls.push_back("softmax_forward"); }

@@ -48,8 +48,8 @@ const InFlightUse* InFlightBuffers::user_of(const void* storage) const {
   if (storage == nullptr) return nullptr;
   const auto entry = by_storage_.find(storage);
   if (entry == by_storage_.end()) return nullptr;
-  const auto lowest = std::min_element(entry->second.begin(), entry->second.end(),
-                                       [](const InFlightUse& a, const InFlightUse& b) { return a.sequence < b.sequence; });
+  const auto by_sequence = [](const InFlightUse& a, const InFlightUse& b) { return a.sequence < b.sequence; };
+  const auto lowest = std::min_element(entry->second.begin(), entry->second.end(), by_sequence);
   return lowest == entry->second.end() ? nullptr : &*lowest;
 }
 

@@ -80,7 +80,8 @@ TEST(SimMatching, ARankExitingEarlyIsADeadlockNamingTheExitedRankAndWhatTheOther
     EXPECT_THROW(std::rethrow_exception(outcome.exception), DeadlockError) << outcome.error;
     expect_contains(outcome.error, "rank 2 exited while ranks 0,1 wait in all_gather #1 (module 'h.0.moe.expert3'");
     expect_contains(outcome.error, "ranks 0,1: waits in #1: all_gather f32 count=4 at module 'h.0.moe.expert3'");
-    expect_contains(outcome.error, "rank 2: exited (its program returned); last completed #0 all_gather (module 'h.0.attn'");
+    expect_contains(outcome.error,
+                    "rank 2: exited (its program returned); last completed #0 all_gather (module 'h.0.attn'");
   }
   expect_contains(result.summary(), "root cause on rank");
 }
