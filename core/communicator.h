@@ -31,10 +31,10 @@ const char* collective_op_name(CollectiveOp op);
 const char* reduce_op_name(ReduceOp op);
 
 struct CallSite {
-  std::string module;               // dotted module name, "" when not inside a module
-  std::vector<std::string> params;  // parameter names the collective moves
+  std::string module{};               // dotted module name, "" when not inside a module
+  std::vector<std::string> params{};  // parameter names the collective moves
   int64_t step = -1;
-  std::string phase;                // "forward", "backward", "step", "checkpoint", ...
+  std::string phase{};                // "forward", "backward", "step", "checkpoint", ...
 };
 std::string describe(const CallSite& site);
 

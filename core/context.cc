@@ -19,6 +19,8 @@ Var Context::param(Module& user, Parameter& param) {
   // The value may be a placeholder of another shape when an engine is broken on purpose (bug
   // injection); the ops that use it then fail or, for broadcasting ones, silently compute garbage.
   ZERO3_CHECK(value.defined(), "checked access to '" + param.name() + "' got an undefined tensor");
+  // Leaves are keyed by id; an unnumbered parameter would alias every other one.
+  ZERO3_CHECK(param.id() >= 0, "parameter '" + param.name() + "' has no id: finalize() the model first");
   auto [it, inserted] = param_leaves_.try_emplace(param.id());
   if (inserted) it->second = Var(value, /*requires_grad=*/true);
   else it->second.mutable_value() = value;

@@ -74,10 +74,12 @@ class Context {
   // Modules entered and not yet exited, innermost last (used to name the module in errors).
   const std::vector<Module*>& module_stack() const { return module_stack_; }
 
- private:
+  // What invoke() does around its body, for drivers that replay a recorded forward event by
+  // event (traces): enter returns the invocation index that exit must be given.
   int64_t enter_module(Module& module);
   void exit_module(Module& module, int64_t invocation);
 
+ private:
   Kernels& kernels_;
   ModuleHooks default_hooks_;
   ModuleHooks* hooks_;

@@ -18,7 +18,7 @@ namespace zero3 {
 
 struct ModelOptions {
   uint64_t seed = 0;       // seeds the synthetic data (teacher, Markov chain)
-  std::string data_file;   // when set, a GPT trains on this file's bytes instead (vocab must be >= 256)
+  std::string data_file{};  // when set, a GPT trains on this file's bytes instead (vocab must be >= 256)
 };
 
 struct BuiltModel {

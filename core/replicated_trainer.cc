@@ -50,6 +50,21 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, int64_t step) {
   return stats;
 }
 
+void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
+  ZERO3_CHECK(slots.size() == slots_.size(), "one optimizer slot per parameter");
+  for (const Parameter* param : model_.parameters()) {
+    const OptimizerSlot& loaded = slots[static_cast<size_t>(param->id())];
+    for (const Tensor* value : {&loaded.master, &loaded.exp_avg, &loaded.exp_avg_sq}) {
+      ZERO3_CHECK(value->numel() == param->numel(), "loaded state of '" + param->name() + "' must be full size");
+    }
+    // Copies: the DDP ranks of one process may load from the same tensors.
+    slots_[static_cast<size_t>(param->id())] = {loaded.master.clone().reshape(param->shape()),
+                                                loaded.exp_avg.clone().reshape(param->shape()),
+                                                loaded.exp_avg_sq.clone().reshape(param->shape())};
+  }
+  refresh_compute_copies();
+}
+
 double ReplicatedTrainer::forward_backward(Context& ctx, int64_t step, int64_t micro) {
   ctx.begin_micro_step();
   const int rank = options_.comm ? options_.comm->rank() : 0;

@@ -38,6 +38,9 @@ class ReplicatedTrainer {
 
   // The f32 master weights by parameter id (what checkpoints and comparisons read).
   const std::vector<OptimizerSlot>& slots() const { return slots_; }
+  // Replaces the master weights and AdamW moments (copied; full values by id, as a checkpoint or
+  // slots() holds them) and the parameters' compute copies. Call between steps.
+  void load_state(const std::vector<OptimizerSlot>& slots);
   int world() const { return options_.comm ? options_.comm->world() : 1; }
 
  private:

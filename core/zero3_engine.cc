@@ -20,14 +20,15 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
       compute_dtype_(config.bf16 ? DType::bf16 : DType::f32) {
   const int world = comm_.world();
   for (Parameter* param : model_.parameters()) {
-    ZERO3_CHECK(param->data.defined() && !param->data.is_meta(), "initialise '" + param->name() + "' before sharding");
+    ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");
+    if (param->data.is_meta()) device_ = Device::meta;
     auto state = std::make_unique<ParamState>();
     state->param = param;
     state->numel = param->numel();
     state->slot = make_optimizer_slot(make_shard(param->data.to_dtype(DType::f32).reshape({param->numel()}), world,
                                                  comm_.rank()));
     state->shard = state->slot.master.to_dtype(compute_dtype_);
-    state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)});
+    state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);
     state->persistent = state->numel <= config_.zero.persistence_threshold;
     const int64_t shard_elements = state->grad_shard.numel();
     allocator_.acquire(MemoryCategory::param_shard, shard_elements * dtype_bytes(compute_dtype_), param->name());
@@ -114,8 +115,8 @@ void Zero3Engine::issue_gather(Context& ctx, Module& module, const std::vector<P
   for (const ParamState* state : params) entries.push_back({.param_id = state->param->id(), .numel = state->numel});
   auto pending = std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm_.world()), params, {}, {}, {}});
   const int64_t block = pending->layout.block_numel();
-  pending->send = Tensor::zeros({block}, compute_dtype_);
-  pending->world_buffer = Tensor::zeros({block * comm_.world()}, compute_dtype_);
+  pending->send = Tensor::zeros({block}, compute_dtype_, device_);
+  pending->world_buffer = Tensor::zeros({block * comm_.world()}, compute_dtype_, device_);
   std::vector<const Tensor*> shards;
   for (ParamState* state : params) {
     shards.push_back(&state->shard);
@@ -134,7 +135,7 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
   if (!bugs_.on(Bug::missing_gather_wait)) pending.work->wait();
   for (size_t i = 0; i < pending.params.size(); ++i) {
     ParamState& state = *pending.params[i];
-    Tensor full = Tensor::zeros({state.numel}, compute_dtype_);
+    Tensor full = Tensor::zeros({state.numel}, compute_dtype_, device_);
     pending.layout.unpack_full(pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;

@@ -59,6 +59,15 @@ class Zero3Engine : public ModuleHooks {
 
   StepStats train_step(Context& ctx, const DataSource& data, int64_t step);
 
+  // train_step in its phases, for drivers that run forward and backward themselves (trace
+  // replay): begin_step, then per micro-step begin_micro_step, forward, begin_backward,
+  // backward, end_micro_step; then end_step with the sum of the micro-step losses.
+  void begin_step(Context& ctx, int64_t step);
+  void begin_micro_step(Context& ctx);
+  void begin_backward() { phase_ = "backward"; }
+  void end_micro_step(Context& ctx);
+  StepStats end_step(Context& ctx, double loss_sum);
+
   void pre_forward(Context& ctx, Module& module) override;
   void post_forward(Context& ctx, Module& module) override;
   void pre_backward(Context& ctx, Module& module) override;
@@ -78,6 +87,18 @@ class Zero3Engine : public ModuleHooks {
   // Full f32 master weights and AdamW moments of every parameter by id, gathered from all ranks
   // (collectives: every rank must call it).
   std::vector<OptimizerSlot> gather_full_state(int64_t step);
+
+  // ---- checkpoints (core/checkpoint.h) ---- implemented in zero3_checkpoint.cc
+  // This rank's f32 master shards and AdamW moments by parameter id, each of shard_numel elements,
+  // padding zero. They share storage with the engine: write them out before the next step.
+  std::vector<OptimizerSlot> shard_state() const;
+  // Replaces this rank's master shards and moments (copied; laid out as shard_state() returns them)
+  // and recasts the compute-dtype shards. Call between steps. Gathered copies (persistent
+  // parameters stay gathered between steps) are released, not refreshed in place: each is gathered
+  // again with its new value at its next use, so no collective runs here and the ranks need not
+  // load in step with each other.
+  void load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards);
+  // ---- end of checkpoints
 
  private:
   struct ParamState;
@@ -101,7 +122,6 @@ class Zero3Engine : public ModuleHooks {
   // Gradients and the step.
   void note_gradients_ready(Context& ctx, Module& module);
   void flush_reduce_bucket(Context& ctx);
-  void finish_micro_step(Context& ctx);
   float global_grad_norm(int64_t step);
   void optimizer_step(Context& ctx, int64_t step, float clip);
 
@@ -117,6 +137,7 @@ class Zero3Engine : public ModuleHooks {
   TrainConfig config_;
   BugInjections bugs_;
   DType compute_dtype_;
+  Device device_ = Device::cpu;  // meta: shape-only replay, no data anywhere
   int64_t step_ = 0;
   std::string phase_ = "forward";
 

@@ -13,33 +13,45 @@
 namespace zero3 {
 
 StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t step) {
+  begin_step(ctx, step);
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
+    begin_micro_step(ctx);
+    const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
+    Var loss = model_.loss(ctx, batch);
+    loss_sum += loss.value().item();
+    begin_backward();
+    backward(ctx, loss);
+    end_micro_step(ctx);
+  }
+  return end_step(ctx, loss_sum);
+}
+
+void Zero3Engine::begin_step(Context& ctx, int64_t step) {
   step_ = step;
   ctx.set_step(step);
   trace_.begin_step();
-  double loss_total = 0.0;
-  for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
-    ctx.begin_micro_step();
-    phase_ = "forward";
-    const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
-    Var loss = model_.loss(ctx, batch);
-    loss_total += loss.value().item();
-    phase_ = "backward";
-    backward(ctx, loss);
-    finish_micro_step(ctx);
-  }
+}
+
+void Zero3Engine::begin_micro_step(Context& ctx) {
+  ctx.begin_micro_step();
+  phase_ = "forward";
+}
+
+StepStats Zero3Engine::end_step(Context& ctx, double loss_sum) {
   const int64_t gas = config_.gradient_accumulation_steps;
   for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
-
   phase_ = "step";
   StepStats stats;
-  stats.step = step;
+  stats.step = step_;
   // Same arithmetic as the DDP reference: the mean over ranks, summed in rank order.
-  Tensor loss = Tensor::scalar(static_cast<float>(loss_total / static_cast<double>(gas)));
-  comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "loss"});
-  stats.loss = loss.item() / static_cast<double>(comm_.world());
-  stats.grad_norm = global_grad_norm(step);
+  Tensor loss = Tensor::zeros({}, DType::f32, device_);
+  if (device_ == Device::cpu) loss.data()[0] = static_cast<float>(loss_sum / static_cast<double>(gas));
+  comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step_, .phase = "loss"});
+  stats.loss = device_ == Device::cpu ? loss.item() / static_cast<double>(comm_.world()) : 0.0;
+  stats.grad_norm = global_grad_norm(step_);
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
-  optimizer_step(ctx, step, stats.clip);
+  optimizer_step(ctx, step_, stats.clip);
   if (observer_) observer_->after_step(*this);
   return stats;
 }
@@ -88,10 +100,10 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     grads.push_back(grad.defined() ? grad.to_dtype(DType::f32).reshape({state->numel}) : Tensor());
   }
   const BucketLayout layout(entries, comm_.world());
-  Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()});
+  Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
   const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
   layout.pack_full(grads, world_buffer, padding);
-  Tensor block = Tensor::zeros({layout.block_numel()});
+  Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
   comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
   counters_.reduce_scatters++;
   for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
@@ -104,7 +116,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   reduce_bucket_.clear();
 }
 
-void Zero3Engine::finish_micro_step(Context& ctx) {
+void Zero3Engine::end_micro_step(Context& ctx) {
   flush_reduce_bucket(ctx);
   // Whatever was not reduced yet — unused parameters above all — is reduced now, in id order:
   // with zeros where there is no gradient, so every rank issues the same collectives.
@@ -136,11 +148,14 @@ void Zero3Engine::finish_micro_step(Context& ctx) {
 float Zero3Engine::global_grad_norm(int64_t step) {
   // The canonical norm (optimizer.h): this rank's partial over its shards in id order, rounded
   // to f32, then one all-reduce that adds the partials in rank order.
-  double partial = 0.0;
-  for (const auto& state : states_) partial += sum_of_squares(state->grad_shard.values());
-  Tensor total = Tensor::scalar(static_cast<float>(partial));
+  Tensor total = Tensor::zeros({}, DType::f32, device_);
+  if (device_ == Device::cpu) {
+    double partial = 0.0;
+    for (const auto& state : states_) partial += sum_of_squares(state->grad_shard.values());
+    total.data()[0] = static_cast<float>(partial);
+  }
   comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
-  return std::sqrt(total.item());
+  return device_ == Device::cpu ? std::sqrt(total.item()) : 0.0f;
 }
 
 void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
@@ -150,7 +165,7 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   for (auto& state : states_) {
     adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, hyper);
     state->shard = state->slot.master.to_dtype(compute_dtype_);
-    ctx.kernels().fill(state->grad_shard, 0.0f);
+    if (device_ == Device::cpu) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available) {
       release(ctx, *state, model_.root());  // its full value is stale now
       persistent.push_back(state.get());

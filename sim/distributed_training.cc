@@ -3,14 +3,25 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <optional>
 
+#include "core/checkpoint.h"
 #include "core/context.h"
+#include "core/errors.h"
 #include "core/model_zoo.h"
 
 namespace zero3 {
 
 namespace {
+
+// The model every rank builds: from the in-memory spec when there is one, else by name or path.
+BuiltModel build_run_model(const DistributedRunOptions& options) {
+  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
+  if (!options.model_spec.is_null()) return build_model_from_spec(options.model_spec, "model_spec", model_options);
+  return build_model(options.model, model_options);
+}
 
 // The DDP reference holds every parameter in full on every rank; its bytes are counted under the
 // same categories as ZeRO-3's shards so that the two are comparable.
@@ -29,16 +40,44 @@ struct RankProgramOutput {
   EngineCounters counters;
 };
 
-void run_rank(SimRank& sim, const DistributedRunOptions& options, RankProgramOutput& output) {
-  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
+// Every rank writes its own shard file; rank 0 writes the metadata once a barrier says every file
+// is on disk, and a second barrier tells every rank that the checkpoint is complete. A rank that
+// fails, or sees a peer fail, removes its own file unless the metadata exists (then the checkpoint
+// is complete), so a failed save leaves no half checkpoint behind.
+void save_rank_checkpoint(SimRank& sim, const DistributedRunOptions& options, const BuiltModel& built,
+                          const std::vector<OptimizerSlot>& shards, int64_t steps_taken) {
+  const CheckpointManifest manifest =
+      manifest_of(*built.model, sim.world(), steps_taken, options.seed, built.spec, options.config);
+  const std::string path = write_shard_file(options.save_checkpoint, manifest, sim.rank(), shards);
+  try {
+    const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
+    sim.comm().barrier(site);
+    if (sim.rank() == 0) write_metadata(options.save_checkpoint, manifest);
+    sim.comm().barrier(site);
+  } catch (...) {
+    std::error_code ignored;
+    if (!std::filesystem::exists(std::filesystem::path(options.save_checkpoint) / kCheckpointMetadataFile)) {
+      std::filesystem::remove(path, ignored);
+    }
+    throw;
+  }
+}
+
+void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoint* resume, RankProgramOutput& output) {
+  BuiltModel built = build_run_model(options);
   built.model->initialize(options.seed);
+  const int64_t first_step = resume ? resume->manifest.step : 0;
+  int64_t save_after = -1;  // no save
+  if (!options.save_checkpoint.empty()) save_after = options.save_at_step == 0 ? options.steps : options.save_at_step;
   if (options.config.zero.stage == 3) {
     Zero3Engine engine(*built.model, sim.comm(), sim.allocator(), options.config, options.bugs);
     if (options.observer_for_rank) engine.set_observer(options.observer_for_rank(sim.rank()));
     Context ctx(sim.kernels(), &engine, sim.rank());
-    for (int64_t step = 0; step < options.steps; ++step) {
+    if (resume) engine.load_shard_state(ctx, shard_state(resume->full, sim.world(), sim.rank()));
+    for (int64_t step = first_step; step < options.steps; ++step) {
       output.steps.push_back(engine.train_step(ctx, *built.data, step));
       if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
+      if (step + 1 == save_after) save_rank_checkpoint(sim, options, built, engine.shard_state(), step + 1);
     }
     output.final_state = engine.gather_full_state(options.steps);
     output.counters = engine.counters();
@@ -46,12 +85,30 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, RankProgramOut
   }
   account_replicated_state(sim.allocator(), *built.model, options.config);
   ReplicatedTrainer trainer(*built.model, *built.data, options.config, {.global_ranks = sim.world(), .comm = &sim.comm()});
+  if (resume) trainer.load_state(resume->full);
   Context ctx(sim.kernels(), nullptr, sim.rank());
-  for (int64_t step = 0; step < options.steps; ++step) {
+  for (int64_t step = first_step; step < options.steps; ++step) {
     output.steps.push_back(trainer.train_step(ctx, step));
     if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
+    // DDP holds the full state on every rank; each saves its shard of it, in the same format.
+    if (step + 1 == save_after) {
+      save_rank_checkpoint(sim, options, built, shard_state(trainer.slots(), sim.world(), sim.rank()), step + 1);
+    }
   }
   output.final_state = trainer.slots();
+}
+
+// The checkpoint to resume from, validated against the model once for all ranks, and the save step
+// checked against the steps this run takes.
+std::optional<Checkpoint> checkpoint_to_resume(const DistributedRunOptions& options) {
+  std::optional<Checkpoint> resume;
+  if (!options.load_checkpoint.empty()) {
+    const BuiltModel built = build_run_model(options);
+    resume = load_checkpoint(options.load_checkpoint, *built.model);
+  }
+  check_checkpoint_steps(options.load_checkpoint, resume ? resume->manifest.step : 0, options.steps,
+                         options.save_checkpoint.empty() ? 0 : options.save_at_step);
+  return resume;
 }
 
 std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) {
@@ -60,6 +117,8 @@ std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) 
   if (ranks.empty()) return totals;
   for (const auto& event : ranks.at(0)) {
     if (event.value("type", "") != "collective") continue;
+    // The end-of-run gather for comparisons is not part of training's traffic.
+    if (event.value("phase", "") == "gather_state") continue;
     CollectiveTotals& total = totals[event.at("op").get<std::string>()];
     total.count++;
     total.bytes += event.at("bytes").get<int64_t>();
@@ -75,10 +134,13 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   sim_options.seed = options.seed;
   sim_options.faults = options.faults;
   sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
+  const std::optional<Checkpoint> resume = checkpoint_to_resume(options);
   SimWorld world(sim_options);
   std::vector<RankProgramOutput> outputs(static_cast<size_t>(options.world));
   DistributedRunResult result;
-  result.sim = world.run([&](SimRank& sim) { run_rank(sim, options, outputs[static_cast<size_t>(sim.rank())]); });
+  const Checkpoint* resume_from = resume ? &*resume : nullptr;
+  result.sim = world.run(
+      [&](SimRank& sim) { run_rank(sim, options, resume_from, outputs[static_cast<size_t>(sim.rank())]); });
   result.steps = outputs[0].steps;
   result.final_state = outputs[0].final_state;
   result.counters = outputs[0].counters;

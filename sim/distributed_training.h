@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/allocator.h"
 #include "core/bug_injection.h"
 #include "core/optimizer.h"
@@ -25,6 +27,9 @@ namespace zero3 {
 
 struct DistributedRunOptions {
   std::string model = "gpt-tiny";  // built-in name or JSON spec path
+  // When not null, the model is built from this in-memory spec instead of `model` (the property
+  // harness generates specs; errors then name the source "model_spec").
+  nlohmann::json model_spec = nullptr;
   std::string data_file;
   uint64_t seed = 1;
   int world = 1;
@@ -36,6 +41,12 @@ struct DistributedRunOptions {
   std::function<void(const StepStats&)> on_step;
   // ZeRO-3 only: an observer per rank (the property harness checks lifecycle invariants with it).
   std::function<EngineObserver*(int rank)> observer_for_rank;
+  // Checkpoints (core/checkpoint.h). Resume from this directory, saved at any world size: training
+  // continues at the checkpoint's step, so `steps` still counts from the start of training.
+  std::string load_checkpoint;
+  // Save to this directory after `save_at_step` optimizer steps (0: after the last step).
+  std::string save_checkpoint;
+  int64_t save_at_step = 0;
 };
 
 struct RankMemory {
@@ -50,13 +61,16 @@ struct CollectiveTotals {
 
 struct DistributedRunResult {
   SimResult sim;
-  std::vector<StepStats> steps;             // rank 0's view; every rank sees the same losses
+  std::vector<StepStats> steps;             // rank 0's view of the steps run (from the checkpoint's
+                                            // step when resuming); every rank sees the same losses
   std::vector<OptimizerSlot> final_state;   // full f32 master weights and moments by parameter id
   std::vector<RankMemory> memory;           // by rank
   EngineCounters counters;                  // rank 0's (ZeRO-3 only)
   std::map<std::string, CollectiveTotals> collectives;  // rank 0's, by op name
 };
 
+// A rank's error ends up in result.sim; an unusable checkpoint or save step is an InputError
+// thrown before any rank runs.
 DistributedRunResult run_distributed(const DistributedRunOptions& options);
 
 // Bitwise comparison of two runs' losses and final state; empty when equal, else the first

@@ -8,5 +8,7 @@ namespace zero3 {
 void add_train_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_bench_step_command(CLI::App& bench_app);
+void add_consolidate_command(CLI::App& app);
 
 }  // namespace zero3

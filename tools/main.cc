@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/errors.h"
+#include "tools/bench_comm_command.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +19,11 @@ int main(int argc, char** argv) {
   zero3::add_demo_command(app);
   zero3::add_train_command(app);
   zero3::add_inspect_command(app);
+  zero3::add_consolidate_command(app);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks: measured ratios against a baseline taken in the same run");
+  bench->require_subcommand(1);
+  zero3::add_bench_comm_command(*bench);
+  zero3::add_bench_step_command(*bench);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/atomic_file.h"
+#include "core/checkpoint.h"
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/model_zoo.h"
@@ -24,6 +25,9 @@ DistributedRunOptions distributed_options(const TrainOptions& options, const Tra
   run.steps = options.steps;
   run.config = config;
   run.faults = FaultPlan::parse(options.faults);
+  run.load_checkpoint = options.load_checkpoint;
+  run.save_checkpoint = options.save_checkpoint;
+  run.save_at_step = options.save_at.value_or(0);
   return run;
 }
 
@@ -69,8 +73,14 @@ double max_diff_to_single_process(const TrainOptions& options, const TrainConfig
   BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
   built.model->initialize(options.seed);
   ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
+  int64_t first_step = 0;
+  if (!options.load_checkpoint.empty()) {
+    const Checkpoint checkpoint = load_checkpoint(options.load_checkpoint, *built.model);
+    trainer.load_state(checkpoint.full);
+    first_step = checkpoint.manifest.step;
+  }
   Context ctx(cpu_kernels());
-  for (int64_t step = 0; step < options.steps; ++step) trainer.train_step(ctx, step);
+  for (int64_t step = first_step; step < options.steps; ++step) trainer.train_step(ctx, step);
   double max_diff = 0.0;
   for (size_t id = 0; id < state.size(); ++id) {
     const auto a = state[id].master.values();
@@ -85,6 +95,7 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   std::printf("check: running the DDP reference on the same %d ranks and data...\n", options.ranks);
   DistributedRunOptions ddp = distributed_options(options, config);
   ddp.config.zero.stage = 0;
+  ddp.save_checkpoint.clear();  // the checked run saves; its reference must not overwrite that
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
   BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
@@ -131,6 +142,15 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
                 options.record_path.c_str());
   }
   if (!result.sim.all_ok()) fail_run(result);
+  if (!options.load_checkpoint.empty()) {
+    std::printf("  resumed at step %lld from %s\n", static_cast<long long>(result.steps.front().step),
+                options.load_checkpoint.c_str());
+  }
+  if (!options.save_checkpoint.empty()) {
+    std::printf("  checkpoint after step %lld (%d shard files + %s) written to %s\n",
+                static_cast<long long>(options.save_at.value_or(options.steps)), options.ranks, kCheckpointMetadataFile,
+                options.save_checkpoint.c_str());
+  }
   outcome.steps = result.steps;
   outcome.final_param_hash = hash_state(result.final_state);
   report["event_log_hash"] = hex64(result.sim.event_log_hash);

@@ -37,10 +37,19 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--log-every", options.log_every, "print a step line every N steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
+  CLI::Option* save = command.add_option("--save-checkpoint", options.save_checkpoint,
+                                         "write a checkpoint to this directory (sim: one shard file per rank)");
+  command.add_option("--save-at", options.save_at, "save after this many optimizer steps (default: after the last)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->needs(save);
+  command.add_option("--load-checkpoint", options.load_checkpoint,
+                     "resume from this checkpoint directory, saved at any world size; --steps counts from the start "
+                     "of training, so the run continues at the checkpoint's step");
 }
 
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings) {
-  TrainConfig config = options.config_path.empty() ? TrainConfig{} : load_train_config(options.config_path, warnings);
+  TrainConfig config = options.base_config.value_or(TrainConfig{});
+  if (!options.config_path.empty()) config = load_train_config(options.config_path, warnings);
   if (options.zero_stage) config.zero.stage = *options.zero_stage;
   if (options.micro_batch_size) config.micro_batch_size = *options.micro_batch_size;
   if (options.gradient_accumulation_steps) config.gradient_accumulation_steps = *options.gradient_accumulation_steps;
@@ -62,6 +71,9 @@ std::string replay_command(const TrainOptions& options) {
   if (!options.data_file.empty()) command << " --data " << options.data_file;
   if (!options.faults.empty()) command << " --faults " << options.faults;
   if (options.check) command << " --check";
+  if (!options.load_checkpoint.empty()) command << " --load-checkpoint " << options.load_checkpoint;
+  if (!options.save_checkpoint.empty()) command << " --save-checkpoint " << options.save_checkpoint;
+  if (options.save_at) command << " --save-at " << *options.save_at;
   return command.str();
 }
 

@@ -30,6 +30,11 @@ struct TrainOptions {
   std::string faults;
   int64_t log_every = 1;
   bool check = false;  // sim + ZeRO-3: also run the DDP and single-process references and compare
+  // Programmatic callers (demo) start from this instead of the built-in defaults; no flag sets it.
+  std::optional<TrainConfig> base_config;
+  std::string save_checkpoint;     // directory (core/checkpoint.h)
+  std::optional<int64_t> save_at;  // optimizer steps taken when saving; default: after the last
+  std::string load_checkpoint;     // resume from this directory; --steps counts from the start
 };
 
 void add_train_options(CLI::App& command, TrainOptions& options);

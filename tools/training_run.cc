@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "core/atomic_file.h"
+#include "core/checkpoint.h"
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/kernels.h"
@@ -37,13 +38,39 @@ std::string hash_masters(const std::vector<OptimizerSlot>& slots) {
   return hex64(hash.value());
 }
 
+// --load-checkpoint on the reference trainer: the full state, whatever world size saved it.
+int64_t resume_reference(const TrainOptions& options, const BuiltModel& built, ReplicatedTrainer& trainer) {
+  const int64_t save_at = options.save_checkpoint.empty() ? 0 : options.save_at.value_or(0);
+  if (options.load_checkpoint.empty()) {
+    check_checkpoint_steps("", 0, options.steps, save_at);
+    return 0;
+  }
+  const Checkpoint checkpoint = load_checkpoint(options.load_checkpoint, *built.model);
+  check_checkpoint_steps(options.load_checkpoint, checkpoint.manifest.step, options.steps, save_at);
+  trainer.load_state(checkpoint.full);
+  std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
+              static_cast<long long>(checkpoint.manifest.step), options.load_checkpoint.c_str(),
+              checkpoint.manifest.world);
+  return checkpoint.manifest.step;
+}
+
+// --save-checkpoint on the reference trainer: one process holds everything, so a world-1 checkpoint.
+void save_reference(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built,
+                    const ReplicatedTrainer& trainer, int64_t steps_taken) {
+  save_checkpoint(options.save_checkpoint,
+                  manifest_of(*built.model, 1, steps_taken, options.seed, built.spec, config), trainer.slots());
+  std::printf("  checkpoint after step %lld written to %s\n", static_cast<long long>(steps_taken),
+              options.save_checkpoint.c_str());
+}
+
 TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
   TrainOutcome outcome;
   ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
+  const int64_t first_step = resume_reference(options, built, trainer);
   Context ctx(cpu_kernels());
   ProgressBar progress(options.steps, "train");
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < options.steps; ++step) {
+  for (int64_t step = first_step; step < options.steps; ++step) {
     const auto step_start = std::chrono::steady_clock::now();
     StepStats stats = trainer.train_step(ctx, step);
     if (!std::isfinite(stats.loss)) {
@@ -61,6 +88,10 @@ TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& con
       std::fflush(stdout);
     }
     progress.update(step + 1, status);
+    if (!options.save_checkpoint.empty() && step + 1 == options.save_at.value_or(options.steps)) {
+      progress.finish();
+      save_reference(options, config, built, trainer, step + 1);
+    }
   }
   progress.finish();
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -79,12 +110,11 @@ TrainOutcome run_training(const TrainOptions& options) {
   print_banner(options, config, built);
 
   TrainOutcome outcome;
-  nlohmann::json backend_report = nlohmann::json::object();
   if (options.backend == "ref") {
     outcome = train_reference(options, config, built);
   } else if (options.backend == "sim") {
     const auto start = std::chrono::steady_clock::now();
-    train_simulated(options, config, outcome, backend_report);
+    train_simulated(options, config, outcome, outcome.backend_report);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else {
     throw BackendError("the CUDA backend is not built yet: use --backend ref or --backend sim");
@@ -95,13 +125,12 @@ TrainOutcome run_training(const TrainOptions& options) {
 
   const double first = outcome.steps.front().loss;
   const double last = outcome.steps.back().loss;
-  std::printf("done  %lld steps in %.2f s  loss %.4f -> %.4f", static_cast<long long>(options.steps), outcome.seconds,
-              first, last);
+  std::printf("done  %zu steps in %.2f s  loss %.4f -> %.4f", outcome.steps.size(), outcome.seconds, first, last);
   if (outcome.unigram_entropy_nats) std::printf("  (unigram entropy of the data %.4f)", *outcome.unigram_entropy_nats);
   std::printf("\n  final parameter hash %s\n", outcome.final_param_hash.c_str());
   if (!options.report_path.empty()) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
-    report.update(backend_report);
+    report.update(outcome.backend_report);
     write_file_atomically(options.report_path, report.dump(2) + "\n");
     std::printf("  report written to %s\n", options.report_path.c_str());
   }
@@ -128,7 +157,9 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
       {"losses", losses},
       {"grad_norms", grad_norms},
       {"final_param_hash", outcome.final_param_hash},
-      {"timings", {{"total_s", outcome.seconds}, {"step_ms_mean", 1000.0 * outcome.seconds / options.steps}}},
+      {"timings",
+       {{"total_s", outcome.seconds},
+        {"step_ms_mean", 1000.0 * outcome.seconds / static_cast<double>(outcome.steps.size())}}},
       {"replay", replay_command(options)},
   };
   if (outcome.unigram_entropy_nats) report["unigram_entropy_nats"] = *outcome.unigram_entropy_nats;

@@ -19,6 +19,7 @@ struct TrainOutcome {
   int64_t parameter_count = 0;
   std::optional<double> unigram_entropy_nats;
   std::string data_description;
+  nlohmann::json backend_report = nlohmann::json::object();  // sim: memory, collectives, check results
 };
 
 // Trains per `options` on the chosen backend, printing as it goes; throws Zero3Error on failure.

@@ -1,0 +1,110 @@
+// Checkpoints: one binary shard file per rank plus a metadata file, in one directory. Every file
+// is written atomically and metadata.json is written last, so a directory without it is never a
+// checkpoint; loading validates everything and reshards when the world size differs.
+//
+// Layout of DIR:
+//   metadata.json      {"zero3_checkpoint": 1, "world", "step" (optimizer steps taken), "seed",
+//                       "model" (the resolved spec), "train_config", "parameters" (id, name, shape,
+//                       numel, shard_numel, owner), "ties", "shard_files" (rank, file, bytes, fnv1a)}
+//   rank_00000.bin ... a 28-byte header (magic "ZERO3SHD", u32 version, u32 rank, u32 world,
+//                       u64 parameter count), then for every parameter in id order its master,
+//                       exp_avg and exp_avg_sq shards: shard_numel f32 each, little-endian, the
+//                       padding past numel zero.
+//
+// A rank saves its own shard, a barrier follows, then rank 0 writes the metadata:
+//   CheckpointManifest manifest = manifest_of(model, world, step, seed, built.spec, config);
+//   write_shard_file(dir, manifest, rank, engine.shard_state());
+//   comm.barrier(...);
+//   if (rank == 0) write_metadata(dir, manifest);
+// and any world size loads it:
+//   Checkpoint checkpoint = load_checkpoint(dir, model);
+//   engine.load_shard_state(ctx, shard_state(checkpoint.full, comm.world(), comm.rank()));
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "core/shape.h"
+#include "core/train_config.h"
+
+namespace zero3 {
+
+inline constexpr int64_t kCheckpointVersion = 1;
+inline constexpr int64_t kShardHeaderBytes = 28;
+inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
+
+struct CheckpointParam {
+  std::string name;
+  Shape shape;
+  std::string owner;  // the owning module's display name
+};
+
+// A parameter used by modules that do not own it (a tied LM head). It is one parameter with one
+// optimizer slot; the record lets a load refuse a model whose ties differ.
+struct CheckpointTie {
+  std::string parameter;
+  std::vector<std::string> users;  // module names
+  bool operator==(const CheckpointTie&) const = default;
+};
+
+// Everything metadata.json says besides the shard files' checksums.
+struct CheckpointManifest {
+  int world = 1;
+  int64_t step = 0;  // optimizer steps taken: training resumes with step index `step`
+  uint64_t seed = 0;
+  nlohmann::json model_spec;
+  nlohmann::json train_config;
+  std::vector<CheckpointParam> params;  // by id
+  std::vector<CheckpointTie> ties;
+};
+
+CheckpointManifest manifest_of(const Model& model, int world, int64_t step, uint64_t seed,
+                               const nlohmann::json& model_spec, const TrainConfig& config);
+
+std::string shard_file_name(int rank);  // "rank_00003.bin"
+// Bytes of one rank's shard file for this parameter table and world size.
+int64_t shard_file_bytes(const CheckpointManifest& manifest);
+
+// Rank `rank`'s part of a save: creates `dir` if needed, removes a previous metadata.json (so the
+// directory is not a checkpoint until this save completes), writes the shard file atomically and
+// returns its path. `shards` by id, each of shard_numel elements. InputError naming the path when
+// the directory cannot be written.
+std::string write_shard_file(const std::string& dir, const CheckpointManifest& manifest, int rank,
+                             const std::vector<OptimizerSlot>& shards);
+// The last part of a save, once every rank's shard file is written: reads each back, checks its
+// header and size, and writes metadata.json with the files' FNV-1a checksums.
+void write_metadata(const std::string& dir, const CheckpointManifest& manifest);
+// A whole save from one process holding the full state (the reference trainer, consolidation):
+// shards `full` for manifest.world ranks. On failure it removes the files it wrote and rethrows.
+void save_checkpoint(const std::string& dir, const CheckpointManifest& manifest,
+                     const std::vector<OptimizerSlot>& full);
+
+struct Checkpoint {
+  CheckpointManifest manifest;
+  std::vector<OptimizerSlot> full;  // full f32 master weights and moments by id, in parameter shapes
+};
+
+// Reads and validates a checkpoint on its own terms: metadata version and schema, the parameter
+// table, every shard file's size, header and checksum. Every problem is an InputError naming the
+// file, the JSON path where there is one, and what was expected. This is `consolidate`: the full
+// state of every parameter, whatever world size saved it.
+Checkpoint read_checkpoint(const std::string& dir);
+// read_checkpoint, then the parameter table and ties must match `model` (InputError naming the
+// parameter and the JSON path).
+Checkpoint load_checkpoint(const std::string& dir, const Model& model);
+// `zero3 consolidate DIR OUT`: the checkpoint in `dir` rewritten as a world-1 checkpoint in `out`,
+// which the reference trainer (and any world size) loads.
+void consolidate_checkpoint(const std::string& dir, const std::string& out);
+
+// A run that resumes from `load_dir` ("" when it does not) at `first_step` must have steps left
+// before `steps`, and a save step (0: after the last) must be one it takes. InputError otherwise.
+void check_checkpoint_steps(const std::string& load_dir, int64_t first_step, int64_t steps, int64_t save_at_step);
+
+// Rank `rank`'s shards of a full state (by id) for `world` ranks, padding zero.
+std::vector<OptimizerSlot> shard_state(const std::vector<OptimizerSlot>& full, int world, int rank);
+
+}  // namespace zero3

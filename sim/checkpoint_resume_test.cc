@@ -1,0 +1,241 @@
+// Checkpoints across simulated ranks: save at step k and resume (same or another world size) equals
+// the uninterrupted run or the DDP reference bit for bit, consolidation equals the DDP reference,
+// zero-sized, numel < world and tied parameters survive, and a failed save leaves nothing behind.
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "core/checkpoint.h"
+#include "core/errors.h"
+#include "core/model_zoo.h"
+#include "sim/distributed_training.h"
+
+namespace zero3 {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CheckpointResume : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::temp_directory_path() / ("zero3_resume_" + std::string(info->name()) + "_" + std::to_string(getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  std::string dir(const std::string& name) const { return (root_ / name).string(); }
+
+  fs::path root_;
+};
+
+// Small persistence threshold and buckets, so persistent and released parameters and several
+// buckets all take part; MoE layers are leaves, so ranks that route differently stay in step.
+DistributedRunOptions run_options(const std::string& model, int world, int64_t steps, int stage, bool bf16 = false) {
+  DistributedRunOptions options;
+  options.model = model;
+  options.seed = 3;
+  options.world = world;
+  options.steps = steps;
+  options.config.zero.stage = stage;
+  options.config.zero.persistence_threshold = 40;
+  options.config.zero.prefetch_bucket_elements = 300;
+  options.config.zero.reduce_bucket_elements = 300;
+  options.config.zero.leaf_modules = {"moe"};
+  options.config.bf16 = bf16;
+  return options;
+}
+
+DistributedRunResult run_ok(const DistributedRunOptions& options) {
+  DistributedRunResult result = run_distributed(options);
+  EXPECT_TRUE(result.sim.all_ok()) << result.sim.summary();
+  return result;
+}
+
+std::vector<std::string> param_names(const std::string& model) {
+  const BuiltModel built = build_model(model, {});
+  std::vector<std::string> names;
+  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
+  return names;
+}
+
+// The uninterrupted run as a run resumed at `first_step` reports it: only the later steps.
+DistributedRunResult from_step(DistributedRunResult result, int64_t first_step) {
+  if (static_cast<int64_t>(result.steps.size()) < first_step) {
+    ADD_FAILURE() << "the uninterrupted run took " << result.steps.size() << " steps";
+    return result;
+  }
+  result.steps.erase(result.steps.begin(), result.steps.begin() + first_step);
+  return result;
+}
+
+void expect_bitwise_equal(const DistributedRunResult& a, const DistributedRunResult& b, const std::string& model,
+                          const std::string& what) {
+  ASSERT_FALSE(a.steps.empty()) << what;
+  ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
+  EXPECT_EQ(a.steps.front().step, b.steps.front().step) << what;
+  const StateComparison comparison = compare_runs(a, b, param_names(model));
+  EXPECT_TRUE(comparison.bitwise_equal) << what << ": #wrong " << comparison.wrong << ", max diff "
+                                        << comparison.max_abs_diff << "\n"
+                                        << comparison.first_differences;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+TEST_F(CheckpointResume, SavingAtStepKAndResumingAtTheSameWorldSizeEqualsTheUninterruptedRun) {
+  for (bool bf16 : {false, true}) {
+    const std::string what = bf16 ? "bf16" : "f32";
+    const DistributedRunResult uninterrupted = run_ok(run_options("kitchen-sink", 4, 5, 3, bf16));
+    DistributedRunOptions saving = run_options("kitchen-sink", 4, 5, 3, bf16);
+    saving.save_checkpoint = dir(what);
+    saving.save_at_step = 2;
+    // Saving in the middle of a run does not disturb it.
+    expect_bitwise_equal(run_ok(saving), uninterrupted, "kitchen-sink", what + " run that saved");
+    EXPECT_EQ(read_checkpoint(dir(what)).manifest.step, 2);
+
+    DistributedRunOptions resumed = run_options("kitchen-sink", 4, 5, 3, bf16);
+    resumed.load_checkpoint = dir(what);
+    expect_bitwise_equal(run_ok(resumed), from_step(uninterrupted, 2), "kitchen-sink", what + " resumed at step 2");
+  }
+}
+
+TEST_F(CheckpointResume, ResumingAtAnotherWorldSizeEqualsTheDdpReferenceStartedFromTheConsolidatedState) {
+  DistributedRunOptions saving = run_options("kitchen-sink", 4, 2, 3);
+  saving.save_checkpoint = dir("w4");
+  run_ok(saving);
+  consolidate_checkpoint(dir("w4"), dir("full"));
+
+  DistributedRunOptions zero3 = run_options("kitchen-sink", 3, 5, 3);
+  zero3.load_checkpoint = dir("w4");
+  DistributedRunOptions ddp = run_options("kitchen-sink", 3, 5, 0);
+  ddp.load_checkpoint = dir("full");
+  const DistributedRunResult resharded = run_ok(zero3);
+  EXPECT_EQ(resharded.steps.front().step, 2);
+  expect_bitwise_equal(resharded, run_ok(ddp), "kitchen-sink", "ZeRO-3 W=3 from W=4 vs DDP W=3 from consolidated");
+}
+
+TEST_F(CheckpointResume, ConsolidationEqualsTheDdpReferenceOfTheSameRun) {
+  DistributedRunOptions zero3 = run_options("kitchen-sink", 4, 3, 3);
+  zero3.save_checkpoint = dir("zero3");
+  run_ok(zero3);
+  DistributedRunOptions ddp = run_options("kitchen-sink", 4, 3, 0);
+  ddp.save_checkpoint = dir("ddp");
+  const DistributedRunResult reference = run_ok(ddp);
+
+  DistributedRunResult consolidated = reference;
+  consolidated.final_state = read_checkpoint(dir("zero3")).full;
+  expect_bitwise_equal(consolidated, reference, "kitchen-sink", "consolidated ZeRO-3 checkpoint vs DDP");
+  // The DDP reference saves its shards in the same format: the same bytes, rank by rank.
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(read_file(dir("zero3") + "/" + shard_file_name(rank)),
+              read_file(dir("ddp") + "/" + shard_file_name(rank)))
+        << shard_file_name(rank);
+  }
+}
+
+TEST_F(CheckpointResume, ZeroSizedAndSmallerThanWorldParametersSurviveResumeAndReshard) {
+  // At 5 ranks the [0, 8] and [0] parameters have empty shards and the [4] bias is all padding on rank 4.
+  const DistributedRunResult uninterrupted = run_ok(run_options("zero-sized", 5, 4, 3));
+  DistributedRunOptions saving = run_options("zero-sized", 5, 4, 3);
+  saving.save_checkpoint = dir("ckpt");
+  saving.save_at_step = 2;
+  run_ok(saving);
+
+  DistributedRunOptions same_world = run_options("zero-sized", 5, 4, 3);
+  same_world.load_checkpoint = dir("ckpt");
+  expect_bitwise_equal(run_ok(same_world), from_step(uninterrupted, 2), "zero-sized", "resumed at 5 ranks");
+  for (int world : {3, 8}) {
+    DistributedRunOptions zero3 = run_options("zero-sized", world, 4, 3);
+    zero3.load_checkpoint = dir("ckpt");
+    DistributedRunOptions ddp = run_options("zero-sized", world, 4, 0);
+    ddp.load_checkpoint = dir("ckpt");
+    expect_bitwise_equal(run_ok(zero3), run_ok(ddp), "zero-sized", "resharded to " + std::to_string(world));
+  }
+}
+
+TEST_F(CheckpointResume, ATiedModelResumesWithItsOneSharedSlotAndReshards) {
+  const DistributedRunResult uninterrupted = run_ok(run_options("gpt-tiny", 4, 4, 3));
+  DistributedRunOptions saving = run_options("gpt-tiny", 4, 4, 3);
+  saving.save_checkpoint = dir("ckpt");
+  saving.save_at_step = 2;
+  run_ok(saving);
+  const Checkpoint saved = read_checkpoint(dir("ckpt"));
+  ASSERT_EQ(saved.manifest.ties.size(), 1u);
+  EXPECT_EQ(saved.manifest.ties[0], (CheckpointTie{.parameter = "wte.weight", .users = {"lm_head"}}));
+
+  DistributedRunOptions resumed = run_options("gpt-tiny", 4, 4, 3);
+  resumed.load_checkpoint = dir("ckpt");
+  expect_bitwise_equal(run_ok(resumed), from_step(uninterrupted, 2), "gpt-tiny", "resumed at 4 ranks");
+  DistributedRunOptions zero3 = run_options("gpt-tiny", 2, 4, 3);
+  zero3.load_checkpoint = dir("ckpt");
+  DistributedRunOptions ddp = run_options("gpt-tiny", 2, 4, 0);
+  ddp.load_checkpoint = dir("ckpt");
+  expect_bitwise_equal(run_ok(zero3), run_ok(ddp), "gpt-tiny", "resharded to 2 ranks");
+}
+
+TEST_F(CheckpointResume, LoadingIntoAnEngineThatHasTrainedReplacesItsGatheredPersistentParameters) {
+  // Persistent parameters stay gathered between steps; a load must not leave their old values in use.
+  DistributedRunOptions saving = run_options("kitchen-sink", 2, 2, 3);
+  saving.save_checkpoint = dir("ckpt");
+  run_ok(saving);
+  DistributedRunOptions resumed = run_options("kitchen-sink", 2, 4, 3);
+  resumed.load_checkpoint = dir("ckpt");
+  const DistributedRunResult fresh_engine = run_ok(resumed);
+
+  const Checkpoint checkpoint = read_checkpoint(dir("ckpt"));
+  std::vector<std::vector<OptimizerSlot>> final_states(2);
+  const SimResult sim = SimWorld(SimOptions{.world = 2, .seed = 3}).run([&](SimRank& rank) {
+    BuiltModel built = build_model("kitchen-sink", {.seed = 3, .data_file = ""});
+    built.model->initialize(9);  // other initial values: different values gathered before the load
+    Zero3Engine engine(*built.model, rank.comm(), rank.allocator(), resumed.config);
+    Context ctx(rank.kernels(), &engine, rank.rank());
+    for (int64_t step = 0; step < 2; ++step) engine.train_step(ctx, *built.data, step);
+    engine.load_shard_state(ctx, shard_state(checkpoint.full, 2, rank.rank()));
+    for (int64_t step = 2; step < 4; ++step) engine.train_step(ctx, *built.data, step);
+    final_states[static_cast<size_t>(rank.rank())] = engine.gather_full_state(4);
+  });
+  ASSERT_TRUE(sim.all_ok()) << sim.summary();
+  DistributedRunResult reloaded = fresh_engine;
+  reloaded.final_state = final_states[0];
+  expect_bitwise_equal(reloaded, fresh_engine, "kitchen-sink", "engine loaded after training vs fresh engine");
+}
+
+TEST_F(CheckpointResume, ASaveThatFailsOnOneRankLeavesNoShardFilesAndNoMetadata) {
+  // Rank 2's file cannot be written; the other ranks see it fail at the barrier and remove theirs.
+  fs::create_directories(dir("ckpt") + "/" + shard_file_name(2));
+  DistributedRunOptions saving = run_options("mlp-tiny", 4, 2, 3);
+  saving.save_checkpoint = dir("ckpt");
+  const DistributedRunResult result = run_distributed(saving);
+  ASSERT_FALSE(result.sim.all_ok());
+  EXPECT_EQ(result.sim.root_cause_rank, 2);
+  EXPECT_EQ(result.sim.exit_code(), kExitBadInput);
+  EXPECT_NE(result.sim.root_cause().find(shard_file_name(2)), std::string::npos) << result.sim.root_cause();
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir("ckpt"))) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>({shard_file_name(2)}));
+}
+
+TEST_F(CheckpointResume, AnUnusableCheckpointIsAnInputErrorBeforeAnyRankRuns) {
+  DistributedRunOptions saving = run_options("mlp-tiny", 2, 2, 3);
+  saving.save_checkpoint = dir("ckpt");
+  run_ok(saving);
+  DistributedRunOptions other_model = run_options("classifier-tiny", 2, 4, 3);
+  other_model.load_checkpoint = dir("ckpt");
+  EXPECT_THROW(run_distributed(other_model), InputError);
+  DistributedRunOptions no_steps_left = run_options("mlp-tiny", 2, 2, 3);
+  no_steps_left.load_checkpoint = dir("ckpt");
+  EXPECT_THROW(run_distributed(no_steps_left), InputError);
+}
+
+}  // namespace
+}  // namespace zero3

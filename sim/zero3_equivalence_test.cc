@@ -1,0 +1,141 @@
+// The ZeRO-3 engine equals the DDP reference bit for bit (losses, grad norms, parameters, AdamW
+// moments) across models, world sizes and configurations; DDP at W=1 equals the single-process
+// reference; per-rank model-state bytes equal the analytic count.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "core/model_zoo.h"
+#include "core/partition.h"
+#include "sim/distributed_training.h"
+
+namespace zero3 {
+namespace {
+
+struct EquivalenceCase {
+  std::string model;
+  int world;
+  bool bf16;
+  int64_t gas;
+  int64_t bucket_elements;  // both the reduce bucket and the prefetch (gather) bucket
+  bool prefetch;
+};
+
+std::string case_name(const EquivalenceCase& c) {
+  std::string name = c.model + "_W" + std::to_string(c.world) + (c.bf16 ? "_bf16" : "_f32") + "_gas" +
+                     std::to_string(c.gas) + "_bucket" + std::to_string(c.bucket_elements) +
+                     (c.prefetch ? "_prefetch" : "_noprefetch");
+  for (char& ch : name) ch = (ch == '-') ? '_' : ch;
+  return name;
+}
+
+DistributedRunOptions run_options(const EquivalenceCase& c, int stage) {
+  DistributedRunOptions options;
+  options.model = c.model;
+  options.seed = 11;
+  options.world = c.world;
+  options.steps = 3;
+  options.config.micro_batch_size = 2;
+  options.config.bf16 = c.bf16;
+  options.config.gradient_accumulation_steps = c.gas;
+  options.config.zero.stage = stage;
+  options.config.zero.reduce_bucket_elements = c.bucket_elements;
+  options.config.zero.prefetch_bucket_elements = c.bucket_elements;
+  options.config.zero.overlap_comm = c.prefetch;
+  options.config.zero.persistence_threshold = 0;
+  options.config.zero.max_reuse_distance = 0;
+  if (c.model == "moe-tiny") options.config.zero.leaf_modules = {"moe"};
+  return options;
+}
+
+std::vector<std::string> parameter_names(const std::string& model) {
+  BuiltModel built = build_model(model, {.seed = 0, .data_file = ""});
+  std::vector<std::string> names;
+  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
+  return names;
+}
+
+class ZeroThreeEqualsDdp : public testing::TestWithParam<EquivalenceCase> {};
+
+TEST_P(ZeroThreeEqualsDdp, LossesParametersAndMomentsAreBitwiseEqual) {
+  const EquivalenceCase& c = GetParam();
+  const DistributedRunResult zero3 = run_distributed(run_options(c, 3));
+  ASSERT_TRUE(zero3.sim.all_ok()) << zero3.sim.summary();
+  const DistributedRunResult ddp = run_distributed(run_options(c, 0));
+  ASSERT_TRUE(ddp.sim.all_ok()) << ddp.sim.summary();
+  ASSERT_EQ(zero3.steps.size(), 3u);
+  const StateComparison comparison = compare_runs(zero3, ddp, parameter_names(c.model));
+  EXPECT_TRUE(comparison.bitwise_equal) << "#wrong " << comparison.wrong << " max diff " << comparison.max_abs_diff
+                                        << "\n" << comparison.first_differences;
+}
+
+std::vector<EquivalenceCase> equivalence_grid() {
+  std::vector<EquivalenceCase> cases;
+  for (const char* model : {"gpt-tiny", "moe-tiny", "mlp-tiny", "zero-sized"}) {
+    for (int world : {1, 2, 3, 4, 8}) {
+      for (bool bf16 : {false, true}) {
+        for (int64_t gas : {1, 3}) {
+          // Tiny buckets (one element: one collective per parameter) with prefetch, huge buckets without.
+          cases.push_back({model, world, bf16, gas, 1, true});
+          cases.push_back({model, world, bf16, gas, int64_t{1} << 40, false});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, ZeroThreeEqualsDdp, testing::ValuesIn(equivalence_grid()),
+                         [](const testing::TestParamInfo<EquivalenceCase>& info) { return case_name(info.param); });
+
+TEST(DdpReference, AtOneRankEqualsTheSingleProcessTrainerBitForBit) {
+  DistributedRunOptions options;
+  options.model = "gpt-tiny";
+  options.seed = 5;
+  options.world = 1;
+  options.steps = 4;
+  options.config.zero.stage = 0;
+  const DistributedRunResult ddp = run_distributed(options);
+  ASSERT_TRUE(ddp.sim.all_ok()) << ddp.sim.summary();
+
+  BuiltModel built = build_model("gpt-tiny", {.seed = 5, .data_file = ""});
+  built.model->initialize(5);
+  ReplicatedTrainer reference(*built.model, *built.data, options.config, {.global_ranks = 1, .comm = nullptr});
+  Context ctx(cpu_kernels());
+  for (int64_t step = 0; step < options.steps; ++step) {
+    const StepStats stats = reference.train_step(ctx, step);
+    EXPECT_EQ(stats.loss, ddp.steps[static_cast<size_t>(step)].loss) << "step " << step;
+  }
+  for (size_t id = 0; id < reference.slots().size(); ++id) {
+    const auto a = reference.slots()[id].master.values();
+    const auto b = ddp.final_state[id].master.values();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << built.model->parameters()[id]->name() << "[" << i << "]";
+  }
+}
+
+TEST(ModelStateBytes, EqualTheAnalyticCountPerRankIncludingPadding) {
+  // bf16 compute: a 2-byte parameter shard, a 4-byte f32 gradient shard and 12 bytes of f32 master
+  // weights and two AdamW moments per shard element; shards are ceil(numel / W) elements.
+  for (int world : {1, 3, 4}) {
+    DistributedRunOptions options;
+    options.model = "gpt-tiny";
+    options.world = world;
+    options.steps = 1;
+    options.config.bf16 = true;
+    const DistributedRunResult result = run_distributed(options);
+    ASSERT_TRUE(result.sim.all_ok()) << result.sim.summary();
+    BuiltModel built = build_model("gpt-tiny", {.seed = 0, .data_file = ""});
+    int64_t shard_elements = 0;
+    for (const Parameter* param : built.model->parameters()) shard_elements += shard_numel(param->numel(), world);
+    for (const RankMemory& memory : result.memory) {
+      EXPECT_EQ(memory.peak_bytes[static_cast<size_t>(MemoryCategory::param_shard)], 2 * shard_elements);
+      EXPECT_EQ(memory.peak_bytes[static_cast<size_t>(MemoryCategory::grad_shard)], 4 * shard_elements);
+      EXPECT_EQ(memory.peak_bytes[static_cast<size_t>(MemoryCategory::optimizer_state)], 12 * shard_elements);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zero3
