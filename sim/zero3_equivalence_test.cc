@@ -30,6 +30,9 @@ std::string case_name(const EquivalenceCase& c) {
   return name;
 }
 
+// Names the case in test output instead of dumping its bytes.
+void PrintTo(const EquivalenceCase& c, std::ostream* out) { *out << case_name(c); }
+
 DistributedRunOptions run_options(const EquivalenceCase& c, int stage) {
   DistributedRunOptions options;
   options.model = c.model;
@@ -87,7 +90,7 @@ std::vector<EquivalenceCase> equivalence_grid() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, ZeroThreeEqualsDdp, testing::ValuesIn(equivalence_grid()),
-                         [](const testing::TestParamInfo<EquivalenceCase>& info) { return case_name(info.param); });
+                         [](const testing::TestParamInfo<EquivalenceCase>& case_info) { return case_name(case_info.param); });
 
 TEST(DdpReference, AtOneRankEqualsTheSingleProcessTrainerBitForBit) {
   DistributedRunOptions options;

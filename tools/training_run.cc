@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "backend_cuda/cuda_device.h"
 #include "core/atomic_file.h"
 #include "core/checkpoint.h"
 #include "core/errors.h"
@@ -117,7 +118,11 @@ TrainOutcome run_training(const TrainOptions& options) {
     train_simulated(options, config, outcome, outcome.backend_report);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   } else {
-    throw BackendError("the CUDA backend is not built yet: use --backend ref or --backend sim");
+    const CudaProbe probe = probe_cuda();
+    if (probe.device_count == 0) throw BackendError("--backend cuda: " + probe.problem);
+    // Devices exist, but training on them is the CUDA backend's own work, not written yet.
+    throw BackendError("--backend cuda: " + std::to_string(probe.device_count) + " device(s) with " + probe.runtime +
+                       ", but CUDA training is not implemented yet; use --backend sim");
   }
   outcome.parameter_count = built.model->parameter_count();
   outcome.unigram_entropy_nats = built.data->unigram_entropy_nats();

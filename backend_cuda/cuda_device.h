@@ -1,0 +1,18 @@
+// What the CUDA backend can see on this machine: devices, the CUDA runtime and NCCL versions.
+// `zero3 train --backend cuda` starts here, so a machine without a GPU gets a clear error
+// (BackendError, exit 4) rather than a crash deep inside a kernel launch.
+#pragma once
+#include <string>
+
+namespace zero3 {
+
+struct CudaProbe {
+  bool built = false;        // the backend was compiled in (toolkit and NCCL found at build time)
+  int device_count = 0;
+  std::string runtime;       // e.g. "CUDA runtime 13.0, NCCL 2.27.3"
+  std::string problem;       // why there is no usable device, when device_count == 0
+};
+
+CudaProbe probe_cuda();
+
+}  // namespace zero3
