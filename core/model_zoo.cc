@@ -26,6 +26,8 @@ const std::map<std::string, const char*>& builtin_specs() {
       {"classifier-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "cross_entropy", "layers": [
           {"type": "linear", "out": 32}, {"type": "relu"}, {"type": "layer_norm"}, {"type": "linear", "out": 5}]})"},
       {"gpt-tiny", R"({"kind": "gpt", "vocab": 64, "context": 16, "layers": 2, "heads": 2, "width": 32})"},
+      // Byte-level: vocab 256, for `zero3 train --data FILE` on any text file.
+      {"gpt-bytes", R"({"kind": "gpt", "vocab": 256, "context": 32, "layers": 2, "heads": 4, "width": 64})"},
       {"gpt2-124m", R"({"kind": "gpt", "vocab": 50257, "context": 1024, "layers": 12, "heads": 12, "width": 768})"},
       {"moe-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
           {"type": "linear", "out": 16}, {"type": "gelu"},

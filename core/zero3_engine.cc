@@ -48,6 +48,22 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
       if (leaf == modules[i]->type() || leaf == modules[i]->name()) leaves_.insert(modules[i]);
     }
   }
+  // A leaf inside another leaf adds nothing (the outer one gathers and reduces it already) and
+  // would make readiness depend on the inner one's rank-divergent execution: only outermost count.
+  for (auto it = leaves_.begin(); it != leaves_.end();) {
+    bool nested = false;
+    for (const Module* up = (*it)->parent(); up && !nested; up = up->parent()) nested = leaves_.count(up) > 0;
+    it = nested ? leaves_.erase(it) : std::next(it);
+  }
+  // Each parameter under a leaf remembers its outermost leaf: its gradient is ready only once that
+  // leaf's backward is done, whatever other modules use it and whichever experts this rank ran.
+  for (const Module* module : modules) {
+    if (!is_leaf(*module)) continue;
+    for (Parameter* param : module->all_parameters()) {
+      ParamState& state = *states_[param->id()];
+      if (!state.leaf) state.leaf = module;
+    }
+  }
 }
 
 Zero3Engine::~Zero3Engine() = default;
@@ -304,16 +320,20 @@ void Zero3Engine::post_backward(Context& ctx, Module& module) {
 
 Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param) {
   ParamState& state = *states_[param.id()];
-  auto& externals = externals_[&user];
-  const bool is_external = &param.owner() != &user;
+  // Inside a leaf, the leaf is the unit that gathers: an external use there belongs to the leaf
+  // (its own subtree's parameters are not external to it).
+  const Module* leaf = enclosing_leaf();
+  Module& gatherer = leaf ? const_cast<Module&>(*leaf) : user;
+  auto& externals = externals_[&gatherer];
+  const bool is_external = leaf ? state.leaf != leaf : &param.owner() != &user;
   if (is_external && std::find(externals.begin(), externals.end(), &state) == externals.end() &&
       !bugs_.on(Bug::external_not_registered)) {
-    // First use by a module that does not own it: from now on it is gathered with `user`.
+    // First use by a module that does not own it: from now on it is gathered with `gatherer`.
     externals.push_back(&state);
     counters_.external_registrations++;
-    state.active_uses++;  // `user` is running; its end_use now counts this parameter too
-    trace_.amend_last(&user, param.id());
-    if (state.status == ParamStatus::not_available) issue_gather(ctx, user, {&state});
+    state.active_uses++;  // `gatherer` is running; its end_use now counts this parameter too
+    trace_.amend_last(&gatherer, param.id());
+    if (state.status == ParamStatus::not_available) issue_gather(ctx, gatherer, {&state});
     wait_for(ctx, state);
   }
   if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {

@@ -154,6 +154,7 @@ class Zero3Engine : public ModuleHooks {
   int64_t largest_module_elements_ = 0;
   EngineObserver* observer_ = nullptr;
   std::set<const Module*> leaves_;
+  std::set<const Module*> leaves_done_;  // leaves whose backward finished this micro-step
 };
 
 }  // namespace zero3

@@ -57,14 +57,18 @@ StepStats Zero3Engine::end_step(Context& ctx, double loss_sum) {
 }
 
 void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
+  const bool last_leaf_pass = is_leaf(module) && ctx.current_invocation() == 0;
+  if (last_leaf_pass) leaves_done_.insert(&module);
   auto it = uses_.find({&module, ctx.current_invocation()});
   if (it != uses_.end()) {
     for (ParamState* state : it->second) {
       ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
-      if (--state->remaining_grad_uses == 0 && !state->reduced) reduce_bucket_.push_back(state);
+      const bool leaf_pending = state->leaf && leaves_done_.count(state->leaf) == 0;
+      if (--state->remaining_grad_uses == 0 && !state->reduced && !leaf_pending) reduce_bucket_.push_back(state);
     }
   }
-  if (is_leaf(module)) {
+  // Backward runs in reverse, so a leaf's invocation 0 is the last of its backward passes.
+  if (last_leaf_pass) {
     // Parameters of the leaf that this rank did not use (an expert no row was routed to) are
     // ready now too, with zero gradients, so every rank fills the same buckets.
     for (Parameter* param : module.all_parameters()) {
@@ -143,6 +147,7 @@ void Zero3Engine::end_micro_step(Context& ctx) {
   }
   uses_.clear();
   invocation_stack_.clear();
+  leaves_done_.clear();
 }
 
 float Zero3Engine::global_grad_norm(int64_t step) {

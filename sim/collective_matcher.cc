@@ -128,6 +128,11 @@ bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
       first = &arrival.call;
     } else if (!(arrival.call.signature == first->signature) || arrival.call.meta != first->meta) {
       return false;
+    } else if (!arrival.call.site.params.empty() && !first->site.params.empty() &&
+               arrival.call.site.params != first->site.params) {
+      // Same signature, different parameters (one rank gathers expert 2, another expert 3): NCCL
+      // would complete it and silently mix the buffers; the simulator says so instead.
+      return false;
     }
   }
   return true;

@@ -8,7 +8,9 @@ namespace zero3 {
 void add_train_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_fuzz_command(CLI::App& app);
 void add_bench_step_command(CLI::App& bench_app);
 void add_consolidate_command(CLI::App& app);
+void add_replay_command(CLI::App& app);
 
 }  // namespace zero3

@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
   zero3::add_demo_command(app);
   zero3::add_train_command(app);
   zero3::add_inspect_command(app);
+  zero3::add_fuzz_command(app);
   zero3::add_consolidate_command(app);
+  zero3::add_replay_command(app);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks: measured ratios against a baseline taken in the same run");
   bench->require_subcommand(1);
   zero3::add_bench_comm_command(*bench);

@@ -12,6 +12,7 @@
 #include "core/partition.h"
 #include "sim/distributed_training.h"
 #include "tools/progress.h"
+#include "traces/trace_recorder.h"
 
 namespace zero3 {
 
@@ -150,6 +151,9 @@ nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig&
 void train_simulated(const TrainOptions& options, const TrainConfig& config, TrainOutcome& outcome,
                      nlohmann::json& report) {
   DistributedRunOptions run = distributed_options(options, config);
+  if (!options.record_path.empty() && !options.load_checkpoint.empty()) {
+    throw InputError("--record cannot be combined with --load-checkpoint: a trace records a run from its first step");
+  }
   ProgressBar progress(options.steps, "train");
   run.on_step = [&](const StepStats& stats) {
     if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
@@ -164,9 +168,13 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   progress.finish();
   for (const FiredFault& fault : result.sim.fired) std::printf("fault fired: %s\n", describe(fault).c_str());
   if (!options.record_path.empty()) {
-    write_file_atomically(options.record_path, result.sim.event_log.dump() + "\n");
-    std::printf("  event log (hash %s) written to %s\n", hex64(result.sim.event_log_hash).c_str(),
-                options.record_path.c_str());
+    // A trace (traces/FORMAT.md): the run's events, re-recorded on the DDP reference so they are
+    // complete even when this run hung, and this run's collective log.
+    const Trace trace = record_training_trace(run, result.sim.event_log);
+    write_trace(options.record_path, trace);
+    std::printf("  trace (%s, event log hash %s) written to %s; replay it with `zero3 replay %s`\n",
+                trace.divergent() ? "per-rank events" : "one event list for all ranks",
+                hex64(result.sim.event_log_hash).c_str(), options.record_path.c_str(), options.record_path.c_str());
   }
   if (!result.sim.all_ok()) fail_run(result);
   if (!options.load_checkpoint.empty()) {
@@ -187,6 +195,13 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   report["faults_fired"] = static_cast<int64_t>(result.sim.fired.size());
   if (config.zero.stage == 3) report["model_state"] = print_model_state(options, config, result);
   if (config.zero.stage == 3 && options.check) check_against_references(options, config, result, report);
+  if (config.zero.stage == 0 && options.check) {
+    // DDP sums per-rank means where the single process takes one mean: equal within rounding only.
+    const double single_diff = max_diff_to_single_process(options, config, result.final_state);
+    std::printf("check: DDP vs the single-process reference on the global batch: max |parameter difference| %.3g\n",
+                single_diff);
+    report["max_diff_to_single_process"] = single_diff;
+  }
 }
 
 }  // namespace zero3

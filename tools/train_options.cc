@@ -29,11 +29,12 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--data", options.data_file, "train a GPT on this file's bytes instead of synthetic data")
       ->check(CLI::ExistingFile);
   command.add_option("--report", options.report_path, "write a JSON summary here (atomically)");
-  command.add_option("--record", options.record_path, "write the simulator's event log here (sim backend)");
+  command.add_option("--record", options.record_path, "write a trace of the run here (traces/FORMAT.md; sim backend)");
   command.add_option("--faults", options.faults, "sim fault kinds: late,reorder,stall,crash,alloc or all");
   command.add_flag("--check", options.check,
                    "sim, ZeRO-3: also train the DDP reference on the same ranks and data and require bitwise "
-                   "equality (exit 2 otherwise); print the max difference to the single-process reference");
+                   "equality (exit 2 otherwise); both stages: print the max difference to the single-process "
+                   "reference");
   command.add_option("--log-every", options.log_every, "print a step line every N steps")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();

@@ -1,0 +1,49 @@
+// Case files: a generated case survives the round trip through its JSON case file unchanged, and
+// `zero3 fuzz --replay` re-runs a saved counterexample and reports that it reproduces.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "props/fuzzer.h"
+#include "props/generators.h"
+
+namespace zero3 {
+namespace {
+
+RC_GTEST_PROP(CaseFile, EveryGeneratedCaseRoundTripsThroughItsCaseFile, ()) {
+  const FuzzCase original = *gen_any_case({.max_ranks = 16});
+  const std::string file = case_file_json(original, "equivalence", "why").dump();
+  const FuzzCase read = case_from_file_json(nlohmann::json::parse(file), "case.json");
+  RC_ASSERT(case_file_json(read, "equivalence", "why").dump() == file);
+}
+
+TEST(CaseFile, AMalformedCaseFileIsAnInputErrorNamingThePath) {
+  nlohmann::json file = case_file_json(FuzzCase{.model_spec = {{"zero3_model_spec", 1}}}, "equivalence", "");
+  file["run"]["world"] = 0;
+  try {
+    case_from_file_json(file, "bad.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("bad.json: at /run/world: expected an integer", 0), 0u) << error.what();
+  }
+}
+
+TEST(CaseFile, ReplayReproducesASavedCounterexample) {
+  FuzzOptions options{.cases = 50, .seed = 3, .max_ranks = 4, .inject = "gas-scale-twice"};
+  options.properties = {"equivalence"};
+  const FuzzReport report = run_fuzz(options);
+  const PropertyResult* failure = report.first_failure();
+  ASSERT_NE(failure, nullptr);
+  const std::string path = (std::filesystem::temp_directory_path() / "zero3-replay-test.json").string();
+  write_file_atomically(path, case_file_json(failure->counterexample, failure->property, failure->message).dump(2));
+  const ReplayResult replay = replay_case_file(path);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(replay.reproduced);
+  EXPECT_NE(failure->message.find(replay.message), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zero3

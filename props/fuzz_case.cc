@@ -1,0 +1,109 @@
+// Fuzz cases: their runs, their case files and their size (see fuzz_case.h).
+#include "props/fuzz_case.h"
+
+#include <ostream>
+
+#include "core/bug_injection.h"
+#include "core/json_reader.h"
+#include "core/model_zoo.h"
+#include "sim/fault_plan.h"
+
+namespace zero3 {
+
+DistributedRunOptions run_options(const FuzzCase& fuzz_case) {
+  DistributedRunOptions options;
+  options.model_spec = fuzz_case.model_spec;
+  options.seed = fuzz_case.seed;
+  options.world = fuzz_case.world;
+  options.steps = fuzz_case.steps;
+  options.config = fuzz_case.config;
+  for (const std::string& name : fuzz_case.inject) options.bugs.set(parse_bug(name));
+  options.faults = FaultPlan::parse(fuzz_case.faults);
+  return options;
+}
+
+DistributedRunOptions reference_options(const FuzzCase& fuzz_case) {
+  DistributedRunOptions options = run_options(fuzz_case);
+  options.config.zero.stage = 0;
+  options.bugs = BugInjections{};
+  options.faults = FaultPlan{};
+  return options;
+}
+
+nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& property, const std::string& message) {
+  return {
+      {"zero3_trace", 1},
+      {"source", "fuzz"},
+      {"model_spec", fuzz_case.model_spec},
+      {"run",
+       {{"world", fuzz_case.world},
+        {"seed", fuzz_case.seed},
+        {"steps", fuzz_case.steps},
+        {"config", train_config_to_json(fuzz_case.config)},
+        {"inject", fuzz_case.inject},
+        {"faults", fuzz_case.faults}}},
+      {"expected", {{"property", property}, {"message", message}}},
+  };
+}
+
+FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& source) {
+  const JsonReader root(json, source);
+  root.expect_object();
+  if (root.at("zero3_trace").as_int(1, 1) != 1) root.at("zero3_trace").fail("version 1");
+  FuzzCase fuzz_case;
+  root.at("model_spec").expect_object();
+  fuzz_case.model_spec = root.at("model_spec").json();
+  const JsonReader run = root.at("run");
+  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults"});
+  fuzz_case.world = static_cast<int>(run.at("world").as_int(1, 4096));
+  fuzz_case.seed = static_cast<uint64_t>(run.at("seed").as_int(0, INT64_MAX));
+  fuzz_case.steps = run.at("steps").as_int(1, 1 << 20);
+  std::vector<std::string> warnings;
+  fuzz_case.config = parse_train_config(run.at("config").json(), source + " /run/config", &warnings);
+  if (!warnings.empty()) run.at("config").fail("only keys zero3 reads (" + warnings.front() + ")");
+  const JsonReader inject = run.at("inject");
+  for (size_t i = 0; i < inject.size(); ++i) {
+    fuzz_case.inject.push_back(inject.at(i).as_string());
+    parse_bug(fuzz_case.inject.back());
+  }
+  fuzz_case.faults = FaultPlan::parse(run.at("faults").as_string()).to_string();
+  return fuzz_case;
+}
+
+namespace {
+
+int64_t count_layers(const nlohmann::json& layers) {
+  int64_t count = 0;
+  for (const auto& layer : layers) {
+    count += 1;
+    if (layer.contains("layers")) count += count_layers(layer.at("layers"));
+  }
+  return count;
+}
+
+}  // namespace
+
+CaseSize case_size(const FuzzCase& fuzz_case) {
+  CaseSize size;
+  size.layers = count_layers(fuzz_case.model_spec.value("layers", nlohmann::json::array()));
+  const BuiltModel built = build_model_from_spec(fuzz_case.model_spec, "model_spec", {.seed = fuzz_case.seed});
+  size.elements = built.model->parameter_count();
+  return size;
+}
+
+std::string describe(const FuzzCase& fuzz_case) {
+  const CaseSize size = case_size(fuzz_case);
+  std::string text = std::to_string(size.layers) + " layers, " + std::to_string(size.elements) + " elements, W=" +
+                     std::to_string(fuzz_case.world) + ", " + std::to_string(fuzz_case.steps) + " steps, gas " +
+                     std::to_string(fuzz_case.config.gradient_accumulation_steps);
+  if (fuzz_case.faults != "none") text += ", faults " + fuzz_case.faults;
+  return text;
+}
+
+void showValue(const FuzzCase& fuzz_case, std::ostream& os) {
+  nlohmann::json json = case_file_json(fuzz_case, "", "");
+  json.erase("expected");
+  os << json.dump();
+}
+
+}  // namespace zero3

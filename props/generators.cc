@@ -1,0 +1,227 @@
+// RapidCheck generators for models, configs, faults and fuzz cases (see generators.h).
+#include "props/generators.h"
+
+#include <algorithm>
+
+#include "sim/fault_plan.h"
+
+namespace zero3 {
+
+namespace {
+
+constexpr int64_t kDefaultLimit = 1'000'000'000;  // the engine's defaults: effectively unbounded
+
+// Kinds listed once per unit of weight; the first is what a kind shrinks to.
+std::vector<LayerKind> layer_kinds(const RealizeOptions& options, int depth) {
+  std::vector<LayerKind> kinds = {
+      LayerKind::linear,     LayerKind::linear,  LayerKind::linear, LayerKind::linear,
+      LayerKind::tied_linear, LayerKind::tied_linear, LayerKind::tied_linear, LayerKind::tied_linear,
+      LayerKind::unused_linear,
+      LayerKind::gelu,       LayerKind::gelu,    LayerKind::relu,   LayerKind::layer_norm,
+      LayerKind::scale,      LayerKind::scale,   LayerKind::bias,   LayerKind::raw_scale, LayerKind::raw_scale,
+  };
+  if (depth < 2) {
+    kinds.insert(kinds.end(), {LayerKind::residual, LayerKind::concat, LayerKind::sum_residual, LayerKind::repeat,
+                               LayerKind::repeat});
+  }
+  if (options.moe) kinds.insert(kinds.end(), 3, LayerKind::moe);
+  // The broadcast trap hides best inside a sum_residual body, whose width may collapse to 0: with
+  // raw handles allowed, such bodies come up more often (and gen_layer_draw ends some with one).
+  if (options.raw_foreign && depth < 2) kinds.insert(kinds.end(), 2, LayerKind::sum_residual);
+  return kinds;
+}
+
+rc::Gen<LayerDraw> gen_layer_draw(int world, const RealizeOptions& options, int depth) {
+  return rc::gen::exec([=] {
+    LayerDraw draw;
+    draw.kind = *rc::gen::elementOf(layer_kinds(options, depth));
+    draw.size = *gen_dimension(world);
+    draw.count = *gen_uniform(1, 4);
+    draw.pick = *gen_uniform(0, 12);
+    draw.flag = *rc::gen::element(false, true);
+    if (has_body(draw.kind)) draw.body = *gen_layer_draws(world, options, depth + 1);
+    // The broadcast trap's motif: a raw handle ending a sum_residual body, where a placeholder that
+    // collapses the width to 0 sums to 0 instead of failing. An even pick prefers an [n, 1] target,
+    // which collapses any width.
+    if (draw.kind == LayerKind::sum_residual && options.raw_foreign && *rc::gen::element(false, true)) {
+      const int64_t pick = 2 * *gen_uniform(0, 6);
+      draw.body.push_back({.kind = LayerKind::raw_scale, .size = 1, .count = 1, .pick = pick, .flag = true});
+    }
+    return draw;
+  });
+}
+
+std::vector<int64_t> interesting_sizes(const ModelFacts& facts) {
+  std::vector<int64_t> sizes = facts.param_numels;
+  sizes.insert(sizes.end(), facts.module_numels.begin(), facts.module_numels.end());
+  if (sizes.empty()) sizes.push_back(1);
+  return sizes;
+}
+
+rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, const ConfigOptions& options) {
+  return rc::gen::exec([=] {
+    std::vector<std::string> leaves;
+    const bool moe_leaf = options.require_moe_leaf || (facts.has_moe && *rc::gen::element(false, true));
+    if (moe_leaf) leaves.push_back("moe");
+    if (!facts.leaf_candidates.empty() && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) {
+      const std::string extra = *rc::gen::elementOf(facts.leaf_candidates);
+      if (std::find(leaves.begin(), leaves.end(), extra) == leaves.end()) leaves.push_back(extra);
+    }
+    return leaves;
+  });
+}
+
+rc::Gen<uint64_t> gen_seed() {
+  return rc::gen::noShrink(rc::gen::map(gen_uniform(0, 1'000'000'000), [](int64_t seed) { return static_cast<uint64_t>(seed); }));
+}
+
+rc::Gen<int64_t> gen_steps() { return rc::gen::weightedElement<int64_t>({{2, 1}, {3, 2}, {1, 3}}); }
+
+}  // namespace
+
+rc::Gen<int64_t> gen_uniform(int64_t min, int64_t max) {
+  return rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int64_t>(min, max));
+}
+
+rc::Gen<int64_t> gen_dimension(int world) {
+  const int64_t w = world;
+  return rc::gen::weightedOneOf<int64_t>({
+      {2, rc::gen::just<int64_t>(0)},
+      {3, rc::gen::just<int64_t>(1)},
+      {3, rc::gen::element<int64_t>(2, 3, 5, 7, 11, 13)},
+      {3, rc::gen::elementOf(std::vector<int64_t>{std::max<int64_t>(w - 1, 0), w, w + 1})},
+      {2, gen_uniform(0, 9)},
+  });
+}
+
+rc::Gen<int> gen_world(int max_ranks) {
+  return rc::gen::weightedOneOf<int>({
+      {5, rc::gen::inRange(1, std::min(max_ranks, 4) + 1)},
+      {2, rc::gen::inRange(1, max_ranks + 1)},
+      {1, rc::gen::just(max_ranks)},
+  });
+}
+
+rc::Gen<std::vector<LayerDraw>> gen_layer_draws(int world, const RealizeOptions& options, int depth) {
+  // The top level grows with RapidCheck's size, up to 12 layers; a body holds up to 4 layers.
+  const double scale = depth == 0 ? 0.12 : 0.04;
+  const rc::Gen<LayerDraw> draw = rc::gen::resize(rc::kNominalSize, gen_layer_draw(world, options, depth));
+  return rc::gen::scale(scale, rc::gen::container<std::vector<LayerDraw>>(draw));
+}
+
+rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options) {
+  return rc::gen::exec([=] {
+    const int64_t input_width = *gen_dimension(world);
+    const bool cross_entropy = *rc::gen::element(false, true);
+    const std::vector<LayerDraw> draws = *gen_layer_draws(world, options, 0);
+    return realize_model_spec(input_width, cross_entropy, draws, options);
+  });
+}
+
+rc::Gen<int64_t> gen_element_limit(const ModelFacts& facts) {
+  return rc::gen::weightedOneOf<int64_t>({
+      {1, rc::gen::element<int64_t>(0, 1)},
+      {4, rc::gen::elementOf(interesting_sizes(facts))},
+      {1, rc::gen::elementOf(std::vector<int64_t>{facts.total_elements, facts.total_elements + 1})},
+      {1, rc::gen::just(kDefaultLimit)},
+  });
+}
+
+rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptions& options) {
+  return rc::gen::exec([=] {
+    TrainConfig config;
+    config.micro_batch_size = *rc::gen::weightedElement<int64_t>({{3, 1}, {3, 2}, {1, 3}});
+    config.gradient_accumulation_steps = *rc::gen::weightedElement<int64_t>({{4, 1}, {2, 2}, {1, 3}, {1, 4}});
+    config.gradient_clipping = *rc::gen::weightedElement<float>({{2, 0.0f}, {2, 1.0f}, {1, 0.01f}});
+    config.bf16 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    config.adamw.weight_decay = *rc::gen::element(0.0f, 0.1f);
+    ZeroConfig& zero = config.zero;
+    zero.prefetch_bucket_elements = *gen_element_limit(facts);
+    zero.max_live_elements = *gen_element_limit(facts);
+    zero.max_reuse_distance = *gen_element_limit(facts);
+    // Mostly 0: a threshold above the parameter sizes makes everything persistent, never sharded.
+    zero.persistence_threshold = *rc::gen::weightedOneOf<int64_t>({
+        {4, rc::gen::just<int64_t>(0)},
+        {2, rc::gen::elementOf(interesting_sizes(facts))},
+        {1, rc::gen::just<int64_t>(100'000)},
+    });
+    zero.reduce_bucket_elements = std::max<int64_t>(1, *gen_element_limit(facts));
+    zero.overlap_comm = *rc::gen::element(true, false);
+    zero.leaf_modules = *gen_leaf_modules(facts, options);
+    return config;
+  });
+}
+
+rc::Gen<std::string> gen_fault_plan(bool destructive) {
+  const auto plan = !destructive
+                        ? rc::gen::weightedElement<std::string>(
+                              {{6, "none"}, {1, "late"}, {1, "reorder"}, {1, "late,reorder"}, {1, "stall"}})
+                        : rc::gen::weightedElement<std::string>({{8, "none"},
+                                                                 {1, "late,reorder"},
+                                                                 {1, "stall"},
+                                                                 {1, "crash=0.05"},
+                                                                 {1, "alloc=0.02"},
+                                                                 {1, "crash?=0.1,late?"}});
+  // The canonical text, as FaultPlan prints it and case files hold it.
+  return rc::gen::map(plan, [](const std::string& text) { return FaultPlan::parse(text).to_string(); });
+}
+
+rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case;
+    fuzz_case.world = *gen_world(limits.max_ranks);
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = false, .require_moe = false});
+    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && fuzz_case.world > 1});
+    fuzz_case.seed = *gen_seed();
+    fuzz_case.steps = *gen_steps();
+    fuzz_case.faults = *gen_fault_plan(/*destructive=*/false);
+    return fuzz_case;
+  });
+}
+
+rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case;
+    fuzz_case.world = *gen_world(limits.max_ranks);
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = true, .require_moe = false});
+    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
+    fuzz_case.seed = *gen_seed();
+    fuzz_case.steps = *gen_steps();
+    fuzz_case.faults = *gen_fault_plan(/*destructive=*/true);
+    return fuzz_case;
+  });
+}
+
+rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case;
+    fuzz_case.world = *gen_world(limits.max_ranks);
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = false, .raw_foreign = true, .require_moe = false});
+    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
+    fuzz_case.config.zero.leaf_modules.clear();
+    fuzz_case.seed = *gen_seed();
+    fuzz_case.steps = *gen_steps();
+    return fuzz_case;
+  });
+}
+
+rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case;
+    const int max_ranks = std::max(limits.max_ranks, 2);
+    fuzz_case.world = *rc::gen::weightedOneOf<int>(
+        {{4, rc::gen::inRange(2, std::min(max_ranks, 4) + 1)}, {1, rc::gen::inRange(2, max_ranks + 1)}});
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = false, .require_moe = true});
+    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
+    fuzz_case.config.zero.leaf_modules.clear();
+    fuzz_case.seed = *gen_seed();
+    fuzz_case.steps = *gen_steps();
+    return fuzz_case;
+  });
+}
+
+}  // namespace zero3

@@ -1,0 +1,66 @@
+// RapidCheck generators for the property harness: dimensions, world sizes, models, training
+// configs, fault plans and whole fuzz cases. Generate only in the test thread (inside a property);
+// every case draws its own simulator seed.
+//
+// Dimensions weigh 0, 1, small primes and sizes just below, at and above the world size, so that
+// zero-sized parameters, numel < W and numel % W != 0 come up constantly. Bucket-like limits weigh
+// the model's own parameter and module sizes, so that "a bucket exactly this big" comes up too.
+//
+//   RC_GTEST_PROP(Zero3, EqualsDdp, ()) {
+//     const FuzzCase fuzz_case = *gen_spmd_case({.max_ranks = 8});
+//     ...
+//   }
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <rapidcheck.h>
+
+#include "core/train_config.h"
+#include "props/fuzz_case.h"
+#include "props/model_facts.h"
+#include "props/spec_realizer.h"
+
+namespace zero3 {
+
+struct GenLimits {
+  int max_ranks = 16;
+};
+
+// Uniform in [min, max) whatever RapidCheck's size (its inRange narrows the range at small sizes).
+rc::Gen<int64_t> gen_uniform(int64_t min, int64_t max);
+// 0, 1, primes, world - 1, world, world + 1, or small; never above world + 1 or 13.
+rc::Gen<int64_t> gen_dimension(int world);
+// 1..max_ranks, mostly small; max_ranks itself comes up too.
+rc::Gen<int> gen_world(int max_ranks);
+// A list of layer draws; containers nest at most two deep. RapidCheck's size sets only how many
+// layers the top level holds (up to 12), so that early cases are small; each draw is uniform.
+rc::Gen<std::vector<LayerDraw>> gen_layer_draws(int world, const RealizeOptions& options, int depth);
+// A valid sequential model spec (realize_model_spec over generated draws).
+rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options);
+// An element count for bucket sizes and live/reuse limits: 0 or 1, a parameter's or a module's
+// size, the whole model and one more, or the (huge) default.
+rc::Gen<int64_t> gen_element_limit(const ModelFacts& facts);
+// What the config may hold beyond the always-varied knobs.
+struct ConfigOptions {
+  bool require_moe_leaf = false;  // MoE layers must be leaves (SPMD on W > 1)
+};
+rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptions& options);
+// FaultPlan text. Benign faults (late, reorder, stall) only delay; destructive ones (crash, alloc)
+// must end in a specific error.
+rc::Gen<std::string> gen_fault_plan(bool destructive);
+
+// Cases for the properties (props/properties.h):
+// SPMD: every rank runs the same modules — MoE only as a leaf, or on one rank; benign faults.
+rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits);
+// Anything: raw handles to other layers' parameters (the broadcast trap), MoE with or without the
+// leaf policy, destructive faults.
+rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits);
+// Raw handles to other layers' parameters in otherwise plain SPMD models (no MoE, no leaf modules,
+// no faults): whether a run fails silently depends on the placeholder policy alone.
+rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
+// Rank-divergent: W >= 2, at least one MoE, no leaf modules.
+rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);
+
+}  // namespace zero3

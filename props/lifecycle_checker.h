@@ -1,0 +1,48 @@
+// LifecycleChecker: an EngineObserver that checks the parameter lifecycle invariants on one rank
+// while the engine trains, independently of the engine's own checks:
+//   - every transition is legal, and starts from the status the checker saw last (no status
+//     changes without an event), and at every hook the engine's status equals the checker's;
+//   - after a module's post-forward and post-backward its parameters (a leaf's whole subtree) are
+//     released, unless persistent, or inside a running leaf, or kept for reuse — which needs the
+//     previous step's trace, so at step 0 the check is exact; they are never left INFLIGHT;
+//   - after step() every non-persistent parameter is NOT_AVAILABLE and none is INFLIGHT;
+//   - the engine's live elements equal the checker's count of AVAILABLE elements, and the
+//     non-persistent ones never exceed max_live_elements + the largest fetch unit (model_facts.h).
+//
+//   LifecycleChecker checker(config, facts.fetch_unit_elements_max);
+//   engine.set_observer(&checker);
+//   ... if (!checker.violations().empty()) puts(checker.violations().front().c_str());
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/zero3_engine.h"
+
+namespace zero3 {
+
+class LifecycleChecker : public EngineObserver {
+ public:
+  LifecycleChecker(const TrainConfig& config, int64_t fetch_unit_elements_max);
+
+  void on_transition(const Parameter& param, ParamStatus from, ParamStatus to, const std::string& module) override;
+  void after_post_forward(const Module& module, const Zero3Engine& engine) override;
+  void after_post_backward(const Module& module, const Zero3Engine& engine) override;
+  void after_step(const Zero3Engine& engine) override;
+
+  const std::vector<std::string>& violations() const { return violations_; }
+
+ private:
+  void check_module_released(const Module& module, const Zero3Engine& engine, const char* hook);
+  void check_statuses_and_live(const Zero3Engine& engine, const std::string& where);
+  void violation(const std::string& message);
+
+  TrainConfig config_;
+  int64_t fetch_unit_elements_max_;
+  int64_t steps_done_ = 0;
+  std::vector<const Parameter*> params_;  // by id, as seen in transitions
+  std::vector<ParamStatus> status_;       // by id
+  std::vector<std::string> violations_;
+};
+
+}  // namespace zero3

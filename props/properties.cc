@@ -1,0 +1,175 @@
+// The harness's properties as functions of a case (see properties.h).
+#include "props/properties.h"
+
+#include <memory>
+
+#include "core/errors.h"
+#include "core/hash.h"
+#include "core/model_zoo.h"
+#include "props/lifecycle_checker.h"
+#include "props/model_facts.h"
+
+namespace zero3 {
+
+namespace {
+
+Verdict fail(std::string message) {
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  return {.ok = false, .message = std::move(message)};
+}
+
+std::vector<std::string> param_names(const FuzzCase& fuzz_case) {
+  const BuiltModel built = build_model_from_spec(fuzz_case.model_spec, "model_spec", {.seed = fuzz_case.seed});
+  std::vector<std::string> names;
+  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
+  return names;
+}
+
+std::string root_cause_text(const SimResult& sim) {
+  return "rank " + std::to_string(sim.root_cause_rank) + ": " + sim.root_cause();
+}
+
+template <class Error>
+bool is_error(const std::exception_ptr& error) {
+  if (!error) return false;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool is_collective_report(const std::exception_ptr& error) {
+  return is_error<CollectiveMismatchError>(error) || is_error<DeadlockError>(error);
+}
+
+// Empty when equal; otherwise why not. A failed reference is a harness bug: it must only
+// generate cases the unsharded reference can train.
+std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3,
+                                       const DistributedRunResult& reference) {
+  if (!reference.sim.all_ok()) return "the DDP reference itself failed, " + root_cause_text(reference.sim);
+  const StateComparison comparison = compare_runs(zero3, reference, param_names(fuzz_case));
+  if (comparison.bitwise_equal) return "";
+  return "ZeRO-3 differs from the DDP reference (#wrong " + std::to_string(comparison.wrong) + ", max diff " +
+         std::to_string(comparison.max_abs_diff) + "):\n" + comparison.first_differences;
+}
+
+std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3) {
+  return differences_from_reference(fuzz_case, zero3, run_distributed(reference_options(fuzz_case)));
+}
+
+}  // namespace
+
+const char* run_outcome_name(RunOutcome outcome) {
+  switch (outcome) {
+    case RunOutcome::equal: return "equal";
+    case RunOutcome::specific_error: return "specific error";
+    case RunOutcome::silent_mismatch: return "silent mismatch";
+    case RunOutcome::unspecific_error: return "unspecific error";
+  }
+  return "unknown";
+}
+
+ClassifiedRun classify_run(const FuzzCase& fuzz_case) {
+  const DistributedRunResult zero3 = run_distributed(run_options(fuzz_case));
+  if (!zero3.sim.all_ok()) {
+    const RankOutcome& root = zero3.sim.ranks[static_cast<size_t>(zero3.sim.root_cause_rank)];
+    const bool typed = is_error<Zero3Error>(root.exception);
+    return {typed ? RunOutcome::specific_error : RunOutcome::unspecific_error, root_cause_text(zero3.sim)};
+  }
+  const DistributedRunResult reference = run_distributed(reference_options(fuzz_case));
+  if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences_from_reference(fuzz_case, zero3, reference)};
+  const std::string differences = differences_from_reference(fuzz_case, zero3, reference);
+  return {differences.empty() ? RunOutcome::equal : RunOutcome::silent_mismatch, differences};
+}
+
+Verdict check_equivalence(const FuzzCase& fuzz_case) {
+  const DistributedRunResult zero3 = run_distributed(run_options(fuzz_case));
+  if (!zero3.sim.all_ok()) return fail("ZeRO-3 failed where DDP trains, " + root_cause_text(zero3.sim));
+  const std::string differences = differences_from_reference(fuzz_case, zero3);
+  if (!differences.empty()) return fail(differences);
+  return {};
+}
+
+Verdict check_no_silent_failure(const FuzzCase& fuzz_case) { return no_silent_failure_verdict(classify_run(fuzz_case)); }
+
+Verdict no_silent_failure_verdict(const ClassifiedRun& run) {
+  if (run.outcome == RunOutcome::silent_mismatch) return fail("silent failure: the run completed, but " + run.detail);
+  if (run.outcome == RunOutcome::unspecific_error) return fail("the run ended in an unspecific error, " + run.detail);
+  return {};
+}
+
+Verdict check_lifecycle(const FuzzCase& fuzz_case) {
+  const ModelFacts facts = model_facts(fuzz_case.model_spec, fuzz_case.config.zero.leaf_modules);
+  std::vector<std::unique_ptr<LifecycleChecker>> checkers(static_cast<size_t>(fuzz_case.world));
+  DistributedRunOptions options = run_options(fuzz_case);
+  // Called on each rank's fiber; the fibers share one thread, so filling the vector is safe.
+  options.observer_for_rank = [&](int rank) {
+    auto& checker = checkers[static_cast<size_t>(rank)];
+    checker = std::make_unique<LifecycleChecker>(fuzz_case.config, facts.fetch_unit_elements_max);
+    return checker.get();
+  };
+  const DistributedRunResult result = run_distributed(options);
+  for (size_t rank = 0; rank < checkers.size(); ++rank) {
+    if (checkers[rank] && !checkers[rank]->violations().empty()) {
+      return fail("lifecycle invariant broken on rank " + std::to_string(rank) + ": " +
+                  checkers[rank]->violations().front());
+    }
+  }
+  if (!result.sim.all_ok()) return fail("ZeRO-3 failed where DDP trains, " + root_cause_text(result.sim));
+  return {};
+}
+
+Verdict check_collective_agreement(const FuzzCase& fuzz_case) {
+  const DistributedRunResult reference = run_distributed(reference_options(fuzz_case));
+  const DistributedRunResult diverged = run_distributed(run_options(fuzz_case));
+  if (diverged.sim.all_ok()) {
+    // Routing may agree on every rank; then the run is SPMD after all and must be exact.
+    const std::string differences = differences_from_reference(fuzz_case, diverged, reference);
+    if (!differences.empty()) {
+      return fail("the rank-divergent run completed without a collective report, with corrupted state: " +
+                  differences);
+    }
+  } else {
+    for (size_t rank = 0; rank < diverged.sim.ranks.size(); ++rank) {
+      const RankOutcome& outcome = diverged.sim.ranks[rank];
+      if (outcome.ok || !is_error<LivenessError>(outcome.exception)) {
+        return fail("rank " + std::to_string(rank) + " did not get the collective report: " +
+                    (outcome.ok ? std::string("it finished") : outcome.error));
+      }
+    }
+    const RankOutcome& root = diverged.sim.ranks[static_cast<size_t>(diverged.sim.root_cause_rank)];
+    if (!is_collective_report(root.exception)) {
+      return fail("the rank-divergent run ended without a mismatch or deadlock report, " +
+                  root_cause_text(diverged.sim));
+    }
+  }
+  FuzzCase with_leaf = fuzz_case;
+  with_leaf.config.zero.leaf_modules = {"moe"};
+  const DistributedRunResult leaf = run_distributed(run_options(with_leaf));
+  if (!leaf.sim.all_ok()) return fail("with zero3_leaf_modules [\"moe\"] the run failed, " + root_cause_text(leaf.sim));
+  const std::string differences = differences_from_reference(with_leaf, leaf, reference);
+  if (!differences.empty()) return fail("with zero3_leaf_modules [\"moe\"]: " + differences);
+  return {};
+}
+
+Verdict check_determinism(const FuzzCase& fuzz_case) {
+  const DistributedRunResult first = run_distributed(run_options(fuzz_case));
+  const DistributedRunResult second = run_distributed(run_options(fuzz_case));
+  if (first.sim.event_log_hash != second.sim.event_log_hash) {
+    return fail("the same case gave event-log hashes " + hex64(first.sim.event_log_hash) + " and " +
+                hex64(second.sim.event_log_hash));
+  }
+  if (first.sim.root_cause_rank != second.sim.root_cause_rank || first.sim.root_cause() != second.sim.root_cause()) {
+    return fail("the same case ended differently: '" + first.sim.root_cause() + "' vs '" + second.sim.root_cause() + "'");
+  }
+  if (first.sim.all_ok()) {
+    const StateComparison comparison = compare_runs(first, second, param_names(fuzz_case));
+    if (!comparison.bitwise_equal) return fail("the same case trained to different states:\n" + comparison.first_differences);
+  }
+  return {};
+}
+
+}  // namespace zero3

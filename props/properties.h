@@ -1,0 +1,50 @@
+// The properties every generated case must satisfy, as plain functions of a case, so that the
+// RapidCheck tests (props/*_test.cc) and `zero3 fuzz` check exactly the same thing.
+//
+//   equivalence         SPMD case: ZeRO-3 on W ranks equals the DDP reference bit for bit
+//                       (losses, grad norms, parameters, AdamW moments), benign faults included.
+//   no-silent-failure   any case, default placeholder policy: the run equals the reference or ends
+//                       in a specific (typed) error — never a silent mismatch.
+//   lifecycle           SPMD case: the LifecycleChecker invariants hold on every rank at every hook.
+//   collective-agreement  rank-divergent case: the run ends in a collective mismatch or deadlock
+//                       report on every rank (or, if routing happened to agree, equals the
+//                       reference); with the leaf policy it trains and equals the reference.
+//   determinism         any case run twice: the same event-log hash, outcome and final state.
+//
+//   Verdict verdict = check_equivalence(*gen_spmd_case({}));
+//   RC_ASSERT(verdict.ok);
+#pragma once
+#include <string>
+
+#include "props/fuzz_case.h"
+
+namespace zero3 {
+
+struct Verdict {
+  bool ok = true;
+  std::string message;  // why not: the root cause or the first differences
+};
+
+Verdict check_equivalence(const FuzzCase& fuzz_case);
+Verdict check_no_silent_failure(const FuzzCase& fuzz_case);
+Verdict check_lifecycle(const FuzzCase& fuzz_case);
+Verdict check_collective_agreement(const FuzzCase& fuzz_case);
+Verdict check_determinism(const FuzzCase& fuzz_case);
+
+// How one ZeRO-3 run of a case ended, against the DDP reference.
+enum class RunOutcome : uint8_t {
+  equal,            // completed, bitwise equal to the reference
+  specific_error,   // ended in a typed error (Zero3Error): named, exit code 1-4
+  silent_mismatch,  // completed, but differs from the reference
+  unspecific_error, // ended in an internal assertion or an untyped exception
+};
+const char* run_outcome_name(RunOutcome outcome);
+struct ClassifiedRun {
+  RunOutcome outcome = RunOutcome::equal;
+  std::string detail;
+};
+ClassifiedRun classify_run(const FuzzCase& fuzz_case);
+// check_no_silent_failure's verdict on an already classified run.
+Verdict no_silent_failure_verdict(const ClassifiedRun& run);
+
+}  // namespace zero3

@@ -1,0 +1,72 @@
+// Generated models are valid by construction: every draw list realizes as a spec the model zoo
+// builds, and the realizer adapts draws to the widths they meet.
+#include "props/spec_realizer.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "core/model_zoo.h"
+#include "props/generators.h"
+
+namespace zero3 {
+namespace {
+
+BuiltModel build(const nlohmann::json& spec) { return build_model_from_spec(spec, "model_spec", {.seed = 1}); }
+
+TEST(SpecRealizer, AZeroSizedLinearIsFollowedByALinearThatRestoresAnOutput) {
+  const nlohmann::json spec = realize_model_spec(8, false, {{.kind = LayerKind::linear, .size = 0}}, {});
+  ASSERT_EQ(spec["layers"].size(), 2u);
+  EXPECT_EQ(spec["layers"][0]["out"], 0);
+  EXPECT_EQ(build(spec).model->parameters().front()->numel(), 0);
+}
+
+TEST(SpecRealizer, ATiedLinearWithNoFittingWeightBecomesALinear) {
+  const nlohmann::json spec = realize_model_spec(3, false, {{.kind = LayerKind::tied_linear, .size = 2}}, {});
+  EXPECT_EQ(spec["layers"][0]["type"], "linear");
+}
+
+TEST(SpecRealizer, ATiedLinearUsesAnEarlierWeightTransposedToReturnToItsWidth) {
+  const nlohmann::json spec = realize_model_spec(
+      3, false, {{.kind = LayerKind::linear, .size = 5}, {.kind = LayerKind::tied_linear, .pick = 0}}, {});
+  EXPECT_EQ(spec["layers"][1]["tie_to"], "layers.0");
+  EXPECT_EQ(spec["layers"][1]["transpose"], true);
+  build(spec);
+}
+
+TEST(SpecRealizer, AResidualBodyThatChangesTheWidthIsProjectedBack) {
+  const LayerDraw residual{.kind = LayerKind::residual, .body = {{.kind = LayerKind::linear, .size = 7}}};
+  const nlohmann::json spec = realize_model_spec(4, false, {residual}, {});
+  EXPECT_EQ(spec["layers"][0]["layers"].size(), 2u);
+  EXPECT_EQ(spec["layers"][0]["layers"][1]["out"], 4);
+  build(spec);
+}
+
+TEST(SpecRealizer, ALayerNormOnWidthZeroIsDropped) {
+  const nlohmann::json spec = realize_model_spec(0, false, {{.kind = LayerKind::layer_norm}}, {});
+  EXPECT_EQ(spec["layers"][0]["type"], "linear");
+}
+
+TEST(SpecRealizer, ARawScaleReadsAnEarlierLayersParameterOnlyWhenAllowed) {
+  const std::vector<LayerDraw> draws = {{.kind = LayerKind::scale, .pick = 0},
+                                        {.kind = LayerKind::raw_scale, .flag = true}};
+  EXPECT_EQ(realize_model_spec(4, false, draws, {.raw_foreign = true})["layers"][1]["param"], "layers.0.scale");
+  EXPECT_TRUE(realize_model_spec(4, false, draws, {.raw_foreign = false})["layers"][1].contains("shape"));
+}
+
+TEST(SpecRealizer, AnMoeIsAppendedWhenOneIsRequiredAndNoneWasDrawn) {
+  const nlohmann::json spec = realize_model_spec(3, true, {{.kind = LayerKind::gelu}}, {.require_moe = true});
+  EXPECT_EQ(spec["layers"][1]["type"], "moe");
+  build(spec);
+}
+
+RC_GTEST_PROP(SpecRealizer, EveryGeneratedModelSpecBuilds, ()) {
+  const int world = *gen_world(16);
+  const RealizeOptions options{.moe = true, .raw_foreign = *rc::gen::arbitrary<bool>(),
+                               .require_moe = *rc::gen::arbitrary<bool>()};
+  const nlohmann::json spec = *gen_model_spec(world, options);
+  const BuiltModel built = build(spec);
+  RC_ASSERT(built.spec.at("layers").size() == spec.at("layers").size());
+}
+
+}  // namespace
+}  // namespace zero3

@@ -1,0 +1,152 @@
+// `zero3 fuzz`: the property harness over generated cases, from the command line. Prints the seed
+// and a replay command, a progress bar on a terminal, a table by property, and writes each shrunk
+// counterexample as a case file that `zero3 fuzz --replay FILE` re-runs. Exit 2 on a counterexample.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "props/fuzzer.h"
+#include "props/injections.h"
+#include "tools/commands.h"
+#include "tools/progress.h"
+
+namespace zero3 {
+
+namespace {
+
+struct FuzzFlags {
+  FuzzOptions options;
+  bool seed_given = false;
+  std::string out_dir = "fuzz-out";
+  std::string replay_path;
+  bool list_injections = false;
+};
+
+std::string replay_command(const FuzzFlags& flags) {
+  std::string command = "zero3 fuzz --cases " + std::to_string(flags.options.cases) + " --seed " +
+                        std::to_string(flags.options.seed) + " --max-ranks " + std::to_string(flags.options.max_ranks);
+  if (!flags.options.inject.empty()) command += " --inject " + flags.options.inject;
+  for (const std::string& property : flags.options.properties) command += " --property " + property;
+  return command;
+}
+
+void print_table(const FuzzReport& report) {
+  std::printf("\n%-22s %7s  %-15s %-14s %-12s %8s\n", "property", "cases", "result", "first failure", "shrinks",
+              "time");
+  for (const PropertyResult& property : report.properties) {
+    const std::string failure = property.failed ? "case " + std::to_string(property.failing_case) : "-";
+    const std::string shrinks = property.failed ? std::to_string(property.shrinks_accepted) + "/" +
+                                                      std::to_string(property.shrinks_tried)
+                                                : "-";
+    std::printf("%-22s %7lld  %-15s %-14s %-12s %7.1fs\n", property.property.c_str(),
+                static_cast<long long>(property.cases), property.failed ? "COUNTEREXAMPLE" : "passed",
+                failure.c_str(), shrinks.c_str(), property.seconds);
+  }
+  for (const PropertyResult& property : report.properties) {
+    if (property.failing_without_injection == 0) continue;
+    std::printf("note: %lld %s cases failed without the injection too; they are not counted against it\n",
+                static_cast<long long>(property.failing_without_injection), property.property.c_str());
+  }
+  const double rate = report.seconds > 0.0 ? static_cast<double>(report.cases()) / report.seconds : 0.0;
+  std::printf("total: %lld cases in %.1f s (%.1f cases/s)%s\n", static_cast<long long>(report.cases()),
+              report.seconds, rate, report.budget_spent ? ", stopped by the time budget" : "");
+}
+
+void save_counterexample(const FuzzFlags& flags, const PropertyResult& failure) {
+  std::printf("\ncounterexample for %s (shrunk: %s):\n%s\n", failure.property.c_str(),
+              describe(failure.counterexample).c_str(), failure.message.c_str());
+  std::filesystem::create_directories(flags.out_dir);
+  std::string name = failure.property + "-seed" + std::to_string(flags.options.seed);
+  if (!flags.options.inject.empty()) name += "-" + flags.options.inject;
+  const std::string path = (std::filesystem::path(flags.out_dir) / (name + ".json")).string();
+  write_file_atomically(path, case_file_json(failure.counterexample, failure.property, failure.message).dump(2) + "\n");
+  std::printf("  written to %s\n  replay: zero3 fuzz --replay %s\n", path.c_str(), path.c_str());
+}
+
+void run_fuzz_command(FuzzFlags& flags) {
+  if (!flags.seed_given) flags.options.seed = std::random_device{}() % 1'000'000'000;
+  const size_t properties = flags.options.properties.empty() ? fuzz_properties().size() : flags.options.properties.size();
+  std::printf("zero3 fuzz seed=%llu cases=%lld per property, %zu properties, max-ranks=%d, inject=%s\n",
+              static_cast<unsigned long long>(flags.options.seed), static_cast<long long>(flags.options.cases),
+              properties, flags.options.max_ranks, flags.options.inject.empty() ? "none" : flags.options.inject.c_str());
+  std::printf("  replay: %s\n", replay_command(flags).c_str());
+  std::fflush(stdout);
+  ProgressBar progress(flags.options.cases * static_cast<int64_t>(properties), "fuzz");
+  int64_t cases_before = 0;  // cases of the properties already done
+  int64_t cases_last = 0;
+  std::string current;
+  flags.options.on_progress = [&](const FuzzProgress& at) {
+    if (at.property != current) {
+      cases_before += cases_last;
+      current = at.property;
+    }
+    cases_last = at.cases;
+    const double rate = at.elapsed_s > 0.0 ? static_cast<double>(cases_before + at.cases) / at.elapsed_s : 0.0;
+    std::string status = at.property + " " + std::to_string(static_cast<int64_t>(rate)) + " cases/s";
+    if (at.shrinks_tried > 0) status += ", shrinking (" + std::to_string(at.shrinks_tried) + " tried)";
+    progress.update(cases_before + at.cases, status);
+  };
+  const FuzzReport report = run_fuzz(flags.options);
+  progress.finish();
+  print_table(report);
+  for (const PropertyResult& property : report.properties) {
+    if (property.failed) save_counterexample(flags, property);
+  }
+  if (report.first_failure() != nullptr) {
+    throw CorrectnessError("fuzz found a counterexample (seed=" + std::to_string(flags.options.seed) + ")");
+  }
+}
+
+void run_replay(const std::string& path) {
+  const ReplayResult replay = replay_case_file(path);
+  std::printf("replay %s: property %s %s\n", path.c_str(), replay.property.c_str(),
+              replay.reproduced ? "FAILS again (reproduced)" : "passes now (not reproduced)");
+  if (replay.reproduced) std::printf("%s\n", replay.message.c_str());
+  if (replay.reproduced && replay.expected_message.find(replay.message) == std::string::npos) {
+    std::printf("note: the message differs from the saved one:\n%s\n", replay.expected_message.c_str());
+  }
+  if (replay.reproduced) throw CorrectnessError("the counterexample in " + path + " reproduces");
+}
+
+}  // namespace
+
+void add_fuzz_command(CLI::App& app) {
+  auto flags = std::make_shared<FuzzFlags>();
+  CLI::App* command = app.add_subcommand(
+      "fuzz", "Property-based fuzzing of the ZeRO-3 engine against the DDP reference on generated models,\n"
+              "configs, world sizes and faults; shrinks and saves counterexamples. Exit 2 on a counterexample.\n"
+              "Example: zero3 fuzz --cases 200 --seed 7 --inject padding-uninitialized");
+  command->add_option("--cases", flags->options.cases, "cases per property")->capture_default_str()->check(CLI::Range(1, 1'000'000));
+  command->add_option_function<uint64_t>("--seed", [flags](uint64_t seed) {
+    flags->options.seed = seed;
+    flags->seed_given = true;
+  }, "seed of the case generator (default: a random one, printed)");
+  command->add_option("--max-ranks", flags->options.max_ranks, "largest simulated world size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  command->add_option("--inject", flags->options.inject, "switch one injection on (see --list-injections)");
+  command->add_option("--property", flags->options.properties, "run only this property (repeatable)");
+  command->add_option("--out", flags->out_dir, "folder for counterexample case files")->capture_default_str();
+  command->add_option("--time-budget", flags->options.time_budget_s, "stop starting new cases after this many seconds")
+      ->check(CLI::Range(0.0, 1e9));
+  command->add_option("--replay", flags->replay_path, "re-run the case in this case file; exit 2 if it still fails");
+  command->add_flag("--list-injections", flags->list_injections, "list the injections, one per line");
+  command->callback([flags] {
+    if (flags->list_injections) {
+      for (const Injection& injection : all_injections()) {
+        std::printf("%-26s %s\n", injection.name.c_str(), injection.description.c_str());
+        if (!injection.unobservable_because.empty()) {
+          std::printf("%-26s (unobservable with this engine: %s)\n", "", injection.unobservable_because.c_str());
+        }
+      }
+      return;
+    }
+    if (!flags->replay_path.empty()) return run_replay(flags->replay_path);
+    run_fuzz_command(*flags);
+  });
+}
+
+}  // namespace zero3

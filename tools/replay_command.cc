@@ -1,0 +1,163 @@
+// `zero3 replay TRACE`: shape replay of a trace through the ZeRO-3 engine (memory, communication,
+// predicted step time, checks, timelines) or functional replay of a fuzzer counterexample.
+#include <cstdio>
+#include <memory>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/json_reader.h"
+#include "props/fuzzer.h"
+#include "tools/commands.h"
+#include "tools/progress.h"
+#include "traces/functional_replay.h"
+#include "traces/hardware_catalog.h"
+#include "traces/replay.h"
+#include "traces/replay_report.h"
+#include "traces/timeline.h"
+
+namespace zero3 {
+
+namespace {
+
+struct ReplayFlags {
+  std::string trace_path;
+  int ranks = 0;
+  std::string config_path;
+  std::string hardware;
+  std::string timeline_path;
+  std::string svg_path;
+  std::string report_path;
+  std::string mode = "auto";
+  bool full_simulation = false;
+};
+
+// The config: --config, else the one the trace was recorded with, else defaults in the trace's dtype.
+TrainConfig replay_config(const ReplayFlags& flags, const Trace& trace) {
+  std::vector<std::string> warnings;
+  TrainConfig config;
+  if (!flags.config_path.empty()) {
+    config = load_train_config(flags.config_path, &warnings);
+    std::printf("config: %s\n", flags.config_path.c_str());
+  } else if (trace.run) {
+    config = parse_train_config(trace.run->config, flags.trace_path + " /run/config", &warnings);
+    std::printf("config: the trace's run section%s\n", config.zero.stage == 3 ? "" : " (recorded with DDP; replayed as ZeRO-3)");
+    config.zero.stage = 3;
+  } else {
+    config.bf16 = trace.dtype == "bf16";
+    std::printf("config: defaults, %s from the trace's dtype (pass --config ds_config.json to change)\n",
+                config.bf16 ? "bf16" : "f32");
+  }
+  for (const std::string& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
+  return config;
+}
+
+// The fuzzer's properties, checked by the fuzzer's own code, so that a counterexample's message is
+// recomputed by the function that wrote it.
+std::optional<PropertyCheck> fuzz_property_checker(const std::string& property, const nlohmann::json& case_json,
+                                                   const std::string& source) {
+  for (const FuzzProperty& fuzz_property : fuzz_properties()) {
+    if (fuzz_property.name != property) continue;
+    const Verdict verdict = fuzz_property.check(case_from_file_json(case_json, source));
+    return PropertyCheck{.ok = verdict.ok, .message = verdict.message};
+  }
+  return std::nullopt;
+}
+
+void replay_functionally(const ReplayFlags& flags, const Trace& trace) {
+  std::printf("functional replay of %s: %d ranks, seed %llu, %lld steps, ZeRO-3 then the DDP reference...\n",
+              flags.trace_path.c_str(), trace.run->world, static_cast<unsigned long long>(trace.run->seed),
+              static_cast<long long>(trace.run->steps));
+  const FunctionalOutcome outcome =
+      replay_functional(trace, read_json_file(flags.trace_path), flags.trace_path, fuzz_property_checker);
+  std::printf("%s\n", outcome.verdict.c_str());
+  if (!outcome.event_log_hash.empty()) std::printf("event log hash %s\n", outcome.event_log_hash.c_str());
+  if (!flags.report_path.empty()) {
+    const nlohmann::json report = {{"zero3_replay_report", 1}, {"mode", "functional"}, {"trace", trace.name},
+                                   {"property", outcome.property}, {"message", outcome.message},
+                                   {"event_log_hash", outcome.event_log_hash}, {"exit_code", outcome.exit_code},
+                                   {"has_expectation", outcome.has_expectation}, {"reproduced", outcome.reproduced},
+                                   {"verdict", outcome.verdict}};
+    write_file_atomically(flags.report_path, report.dump(2) + "\n");
+  }
+  if (outcome.exit_code == kExitLiveness) throw LivenessError("replayed run failed: " + outcome.message);
+  if (outcome.exit_code != kExitOk) throw Zero3Error("replayed run failed: " + outcome.message, outcome.exit_code);
+}
+
+void write_outputs(const ReplayFlags& flags, const Trace& trace, const ShapeReplayResult& result, const nlohmann::json& report) {
+  if (!flags.report_path.empty()) {
+    write_file_atomically(flags.report_path, report.dump(2) + "\n");
+    std::printf("report written to %s\n", flags.report_path.c_str());
+  }
+  if (flags.timeline_path.empty() && flags.svg_path.empty()) return;
+  const Timeline timeline = build_timeline(result, trace.name + " @ " + std::to_string(result.world) + " ranks (" +
+                                                       result.simulation + " simulation)");
+  if (!flags.timeline_path.empty()) {
+    write_file_atomically(flags.timeline_path, chrome_trace_json(timeline).dump() + "\n");
+    std::printf("timeline (Chrome trace JSON: open in https://ui.perfetto.dev) written to %s\n", flags.timeline_path.c_str());
+  }
+  if (!flags.svg_path.empty()) {
+    write_file_atomically(flags.svg_path, timeline_svg(timeline));
+    std::printf("timeline (SVG) written to %s\n", flags.svg_path.c_str());
+  }
+}
+
+void replay_shapes(const ReplayFlags& flags, const Trace& trace) {
+  ReplayOptions options;
+  options.world = replay_world(trace, flags.ranks);
+  options.config = replay_config(flags, trace);
+  options.full_simulation = flags.full_simulation;
+  const HardwareChoice hardware = flags.hardware.empty() ? default_hardware() : load_hardware(flags.hardware, options.world);
+  options.hardware = hardware.profile;
+  std::unique_ptr<ProgressBar> bar;  // made at the first step, when the number of steps is known
+  options.on_progress = [&](int64_t done, int64_t total) {
+    if (!bar) bar = std::make_unique<ProgressBar>(total, "replay");
+    bar->update(done, "step " + std::to_string(done));
+  };
+  const ShapeReplayResult result = replay_trace(trace, options);
+  if (bar) bar->finish();
+  const nlohmann::json report = replay_report(trace, options.config, hardware, result);
+  std::fputs(replay_summary(report).c_str(), stdout);
+  write_outputs(flags, trace, result, report);
+  const int code = result.exit_code();
+  if (code == kExitLiveness) throw LivenessError("replay found ranks that would hang or mix up collectives (see above)");
+  if (code != kExitOk) throw Zero3Error("replay found a use of a partitioned parameter (see above)", code);
+}
+
+void replay(const ReplayFlags& flags) {
+  const Trace trace = load_trace(flags.trace_path);
+  const bool functional = flags.mode == "functional" ||
+                          (flags.mode == "auto" && trace.run && (trace.expected || !trace.has_events()));
+  if (functional) {
+    if (!trace.run) throw InputError(flags.trace_path + ": --mode functional needs a trace with model_spec and run");
+    replay_functionally(flags, trace);
+    return;
+  }
+  replay_shapes(flags, trace);
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app) {
+  auto flags = std::make_shared<ReplayFlags>();
+  CLI::App* command = app.add_subcommand(
+      "replay",
+      "Replay a trace (traces/FORMAT.md) through the ZeRO-3 engine: per-rank memory, communication, predicted\n"
+      "step time and rank-divergence checks (shape mode), or re-run a fuzzer counterexample (functional mode)\n"
+      "Example: zero3 replay traces/models/gpt3-175b.json --ranks 1024 --hardware h100 --report r.json");
+  command->add_option("trace", flags->trace_path, "the trace file")->required();
+  command->add_option("--ranks", flags->ranks, "world size (default: the trace's recorded world, else 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--config", flags->config_path, "a DeepSpeed-style ds_config.json (default: the trace's own)");
+  command->add_option("--hardware", flags->hardware, "a profile in traces/hardware (h100, h200, a100) or a JSON file");
+  command->add_option("--timeline", flags->timeline_path, "write a Chrome trace JSON timeline here");
+  command->add_option("--timeline-svg", flags->svg_path, "write the timeline as an SVG picture here");
+  command->add_option("--report", flags->report_path, "write the JSON report here");
+  command->add_option("--mode", flags->mode, "auto (functional for fuzzer cases), shape or functional")
+      ->check(CLI::IsMember({"auto", "shape", "functional"}))
+      ->capture_default_str();
+  command->add_flag("--full-simulation", flags->full_simulation,
+                    "simulate every rank on the SimWorld even for an SPMD trace (slower; checks the symmetric shortcut)");
+  command->callback([flags] { replay(*flags); });
+}
+
+}  // namespace zero3

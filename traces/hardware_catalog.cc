@@ -1,0 +1,64 @@
+// Reading hardware profile files and choosing the link a collective of W ranks runs over.
+#include "traces/hardware_catalog.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/json_reader.h"
+
+namespace zero3 {
+
+HardwareChoice default_hardware() {
+  HardwareChoice choice;
+  choice.name = "simulator default";
+  choice.link = "default";
+  choice.file = nullptr;
+  return choice;
+}
+
+HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world) {
+  const JsonReader root(json, source);
+  root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
+                         "nvlink", "infiniband"});
+  HardwareChoice choice;
+  choice.name = root.at("name").as_string();
+  root.at("source").as_string();  // required: every number says where it comes from
+  choice.file = json;
+  choice.gpus_per_node = static_cast<int>(root.at("gpus_per_node").as_int(1, 1024));
+  choice.memory_bytes = root.at("memory_bytes").as_number(0.0, 1e15);
+  const double efficiency = root.at("flops_efficiency").as_number(0.01, 1.0);
+  choice.profile.peak_flops = root.at("peak_flops").as_number(1e9, 1e18) * efficiency;
+  // A ring of W ranks within one node uses NVLink; across nodes the network link bounds it.
+  choice.link = world <= choice.gpus_per_node ? "nvlink" : "infiniband";
+  const JsonReader link = root.at(choice.link);
+  link.expect_only_keys({"bytes_per_s", "latency_s", "source"});
+  choice.profile.bandwidth_bytes_per_s = link.at("bytes_per_s").as_number(1e6, 1e15);
+  choice.profile.latency_s = link.at("latency_s").as_number(1e-9, 1.0);
+  return choice;
+}
+
+HardwareChoice load_hardware(const std::string& name_or_path, int world) {
+  std::string path = name_or_path;
+  if (!std::filesystem::exists(path)) {
+    const std::filesystem::path catalog = std::filesystem::path(ZERO3_TRACES_DIR) / "hardware" / (name_or_path + ".json");
+    if (!std::filesystem::exists(catalog)) {
+      std::vector<std::string> names;
+      if (std::filesystem::is_directory(catalog.parent_path())) {
+        for (const auto& entry : std::filesystem::directory_iterator(catalog.parent_path())) {
+          names.push_back(entry.path().stem().string());
+        }
+      }
+      std::sort(names.begin(), names.end());  // directory order is the file system's, not ours
+      std::string known;
+      for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+      throw InputError("hardware profile '" + name_or_path + "': no such file, and not a profile in " +
+                       catalog.parent_path().string() + " (" + (known.empty() ? "none found" : known) + ")");
+    }
+    path = catalog.string();
+  }
+  return hardware_from_json(read_json_file(path), path, world);
+}
+
+}  // namespace zero3

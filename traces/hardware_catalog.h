@@ -1,0 +1,33 @@
+// Hardware profiles as JSON files (traces/hardware/*.json): a GPU's datasheet numbers with their
+// sources, turned into the simulator's HardwareProfile for a given world size. A ring collective
+// within one node runs over NVLink; once it spans nodes, every ring has a step that crosses the
+// network, so the per-GPU InfiniBand bandwidth bounds it (FORMAT.md, "Hardware profiles").
+//
+//   HardwareChoice h200 = load_hardware("h200", /*world=*/1024);   // or a path to a .json
+//   SimOptions options{.hardware = h200.profile};
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/hardware_profile.h"
+
+namespace zero3 {
+
+struct HardwareChoice {
+  HardwareProfile profile{};
+  std::string name{};         // "H200 SXM 141GB", or "simulator default"
+  std::string link{};         // "nvlink", "infiniband" or "default"
+  int gpus_per_node = 8;
+  double memory_bytes = 0;  // device memory, 0 when unknown
+  nlohmann::json file{};      // the profile as read (with its sources), null for the default
+};
+
+// The simulator's built-in HardwareProfile, labelled as such.
+HardwareChoice default_hardware();
+// `name_or_path`: a .json file, or a name in traces/hardware/ ("h100", "h200", "a100").
+// InputError naming the file and JSON path for anything missing or out of range.
+HardwareChoice load_hardware(const std::string& name_or_path, int world);
+HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world);
+
+}  // namespace zero3

@@ -1,0 +1,259 @@
+// One rank's replay: events through the engine's hooks, compute on the clock, and the findings.
+#include "traces/replay_driver.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/autograd.h"
+#include "core/errors.h"
+#include "core/module.h"
+
+namespace zero3 {
+
+namespace {
+
+bool is_embedding(const std::string& type) {
+  std::string lower = type;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  return lower.find("embedding") != std::string::npos;
+}
+
+std::string placeholder_effect(PlaceholderPolicy policy) {
+  switch (policy) {
+    case PlaceholderPolicy::error: return "raises under placeholder policy 'error'";
+    case PlaceholderPolicy::empty: return "reads the shape-[0] placeholder (policy 'empty'): broadcasting can hide it";
+    case PlaceholderPolicy::scalar: return "reads the shape-[1] placeholder 1.0 (policy 'scalar'): broadcasting hides it";
+  }
+  return "";
+}
+
+}  // namespace
+
+ReplayDriver::ReplayDriver(const Trace& trace, const TrainConfig& config, TraceModel& model, Zero3Engine& engine,
+                           Context& ctx, ReplayClock& clock, TrackingAllocator& memory, RankReplay& out)
+    : trace_(trace), config_(config), model_(model), engine_(engine), ctx_(ctx), clock_(clock), memory_(memory),
+      out_(out) {
+  for (size_t i = 0; i < trace.params.size(); ++i) param_by_name_[trace.params[i].name] = static_cast<int32_t>(i);
+}
+
+const std::string& ReplayDriver::module_name(int32_t module) const {
+  static const std::string none = "<none>";
+  return module < 0 ? none : trace_.modules[static_cast<size_t>(module)].name;
+}
+
+void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
+  step_ = step_index;
+  const std::vector<TraceEvent> events = events_for(step, out_.rank);
+  out_.step_start_s.push_back(clock_.now_s());
+  const double busy_before_s = out_.compute_busy_s;
+  const size_t step_span = out_.compute.size();
+  out_.compute.push_back({"step " + std::to_string(step_index), "step", clock_.now_s(), kOpenSpan});
+  engine_.begin_step(ctx_, step_index);
+  bool in_forward = false;
+  size_t forward_span = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const TraceEvent& event = events[i];
+    const bool is_forward = event.kind == EventKind::enter || event.kind == EventKind::exit ||
+                            event.kind == EventKind::call || event.kind == EventKind::param || event.kind == EventKind::raw;
+    if (!in_forward && (is_forward || event.kind == EventKind::backward)) {
+      engine_.begin_micro_step(ctx_);
+      forward_span = out_.compute.size();
+      out_.compute.push_back({"forward", "phase", clock_.now_s(), kOpenSpan});
+      in_forward = true;
+    }
+    if (is_forward) {
+      forward_event(event);
+    } else if (event.kind == EventKind::backward) {
+      out_.compute[forward_span].end_s = clock_.now_s();
+      std::vector<int32_t> recorded_order;  // the trace's own bwd_enter events, if it has them
+      for (size_t k = i + 1; k < events.size() && (events[k].kind == EventKind::bwd_enter ||
+                                                   events[k].kind == EventKind::bwd_exit); ++k) {
+        if (events[k].kind == EventKind::bwd_enter) recorded_order.push_back(events[k].module);
+      }
+      run_backward(recorded_order);
+      in_forward = false;
+    } else if (event.kind == EventKind::optimizer_step) {
+      memory_.set_place(step_, "step", "");
+      const size_t span = out_.compute.size();
+      out_.compute.push_back({"optimizer step", "optimizer", clock_.now_s(), kOpenSpan});
+      engine_.end_step(ctx_, 0.0);
+      out_.compute[span].end_s = clock_.now_s();
+    }
+  }
+  out_.compute[step_span].end_s = clock_.now_s();
+  out_.step_end_s.push_back(clock_.now_s());
+  out_.step_compute_s.push_back(out_.compute_busy_s - busy_before_s);
+}
+
+void ReplayDriver::close_open_spans() {
+  for (TimelineSpan& span : out_.compute) {
+    if (span.end_s != kOpenSpan) continue;
+    span.end_s = clock_.now_s();
+    span.name += " (unfinished)";
+  }
+}
+
+void ReplayDriver::forward_event(const TraceEvent& event) {
+  switch (event.kind) {
+    case EventKind::enter: enter(event.module, event.flops, event.activation_bytes); break;
+    case EventKind::exit: exit(event.module); break;
+    case EventKind::param: access(event.module, event.param); break;
+    case EventKind::raw: raw_access(event.module, event.param); break;
+    case EventKind::call:
+      // A leaf call: the module uses each of its own parameters through the checked accessor.
+      enter(event.module, event.flops, event.activation_bytes);
+      for (const auto& param : model_.module(event.module).parameters()) access(event.module, model_.trace_index_of(*param));
+      exit(event.module);
+      break;
+    default: ZERO3_CHECK(false, std::string("not a forward event: ") + event_kind_name(event.kind));
+  }
+}
+
+void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes) {
+  memory_.set_place(step_, "forward", module_name(module));
+  auto invocation = std::make_shared<Invocation>();
+  invocation->module = module;
+  invocation->flops = own_flops(module, flops);
+  invocation->activation_bytes = activation_bytes;
+  invocation->invocation = ctx_.enter_module(model_.module(module));  // pre-forward: the engine fetches here
+  note_invalidations(module_name(module));
+  invocation->start_s = clock_.now_s();
+  open_.push_back(invocation);
+  // Runs last in this invocation's backward, right before its post-backward hook.
+  record_on_tape([this, invocation] { backward_end(*invocation); });
+}
+
+void ReplayDriver::access(int32_t module, int32_t param) {
+  ctx_.param(model_.module(module), model_.param(param));
+  std::vector<int32_t>& used = open_.back()->used_params;
+  if (std::find(used.begin(), used.end(), param) == used.end()) used.push_back(param);
+}
+
+void ReplayDriver::raw_access(int32_t module, int32_t param) {
+  Parameter& handle = model_.param(param);
+  const ParamStatus status = engine_.status(handle);
+  if (status == ParamStatus::available) {
+    ctx_.raw(handle);
+    return;
+  }
+  add_finding("raw_placeholder", module, param,
+              std::string("raw handle read while ") + param_status_name(status) + ": " +
+                  placeholder_effect(config_.zero.placeholder));
+}
+
+void ReplayDriver::exit(int32_t module) {
+  ZERO3_CHECK(!open_.empty() && open_.back()->module == module, "exit of " + module_name(module));
+  std::shared_ptr<Invocation> invocation = open_.back();
+  memory_.set_place(step_, "forward", module_name(module));
+  compute(invocation->flops);
+  out_.compute.push_back({"fwd " + model_.module(module).display_name(), "forward", invocation->start_s, clock_.now_s()});
+  if (invocation->activation_bytes > 0) {
+    memory_.acquire(MemoryCategory::activation, invocation->activation_bytes, module_name(module));
+  }
+  // Runs first in this invocation's backward, right after its pre-backward hook.
+  record_on_tape([this, invocation] { backward_begin(*invocation); });
+  ctx_.exit_module(model_.module(module), invocation->invocation);
+  open_.pop_back();
+}
+
+void ReplayDriver::backward_begin(const Invocation& invocation) {
+  memory_.set_place(step_, "backward", module_name(invocation.module));
+  note_invalidations(module_name(invocation.module));
+  backward_order_.push_back(invocation.module);
+  open_backward_spans_.push_back(out_.compute.size());
+  out_.compute.push_back({"bwd " + model_.module(invocation.module).display_name(), "backward", clock_.now_s(), kOpenSpan});
+  // Backward of a matmul costs two forward matmuls (input and weight gradients).
+  compute(2.0 * invocation.flops);
+}
+
+void ReplayDriver::backward_end(const Invocation& invocation) {
+  out_.compute[open_backward_spans_.back()].end_s = clock_.now_s();
+  open_backward_spans_.pop_back();
+  if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
+  const int64_t element_bytes = config_.bf16 ? 2 : 4;
+  for (int32_t param : invocation.used_params) {
+    if (grad_bytes_held_.count(param)) continue;  // a second use adds into the same gradient
+    const int64_t bytes = model_.param(param).numel() * element_bytes;
+    memory_.acquire(MemoryCategory::grad, bytes, trace_.params[static_cast<size_t>(param)].name);
+    grad_bytes_held_[param] = bytes;
+  }
+}
+
+void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order) {
+  engine_.begin_backward();
+  memory_.set_place(step_, "backward", "");
+  backward_order_.clear();
+  const size_t span = out_.compute.size();
+  out_.compute.push_back({"backward", "phase", clock_.now_s(), kOpenSpan});
+  backward(ctx_, Var(Tensor::scalar(0.0f)));
+  engine_.end_micro_step(ctx_);
+  // The engine reduces every parameter by the end of a micro-step, so no full gradient is left.
+  ZERO3_CHECK(grad_bytes_held_.empty(), std::to_string(grad_bytes_held_.size()) + " gradients never reduce-scattered");
+  out_.compute[span].end_s = clock_.now_s();
+  if (recorded_order.empty() || recorded_order == backward_order_) return;
+  size_t first = 0;
+  while (first < recorded_order.size() && first < backward_order_.size() && recorded_order[first] == backward_order_[first]) {
+    ++first;
+  }
+  const std::string recorded = first < recorded_order.size() ? module_name(recorded_order[first]) : "<end>";
+  const std::string replayed = first < backward_order_.size() ? module_name(backward_order_[first]) : "<end>";
+  add_finding("backward_order", first < recorded_order.size() ? recorded_order[first] : -1, -1,
+              "backward #" + std::to_string(first) + " was '" + recorded + "' in the recording but '" + replayed +
+                  "' in reverse forward order, which the replay follows");
+}
+
+void ReplayDriver::on_collective(CollectiveOp op, const CallSite& site) {
+  if (op != CollectiveOp::reduce_scatter) return;
+  for (const std::string& name : site.params) {
+    auto it = param_by_name_.find(name);
+    if (it == param_by_name_.end()) continue;
+    auto held = grad_bytes_held_.find(it->second);
+    if (held == grad_bytes_held_.end()) continue;  // unused: the engine reduces zeros, nothing was held
+    memory_.release(MemoryCategory::grad, held->second);
+    grad_bytes_held_.erase(held);
+  }
+}
+
+void ReplayDriver::record_on_tape(std::function<void()> action) {
+  // A tape op is run by backward() only once its output has a gradient, so give it one now.
+  Var output(Tensor::scalar(0.0f), /*requires_grad=*/true);
+  output.accumulate_grad(ctx_, Tensor::scalar(1.0f));
+  ctx_.tape().record(TapeOp{.name = "replay", .inputs = {}, .output = output,
+                            .backward = [action = std::move(action)](Context&, const Tensor&) { action(); }});
+}
+
+double ReplayDriver::own_flops(int32_t module, double recorded) const {
+  if (recorded >= 0.0) return recorded;
+  if (trace_.tokens == 0 || is_embedding(trace_.modules[static_cast<size_t>(module)].type)) return 0.0;
+  // Derived from shapes (FORMAT.md): a matrix parameter costs 2 flops per element and token.
+  double flops = 0.0;
+  for (const auto& param : model_.module(module).parameters()) {
+    if (param->shape().size() >= 2) flops += 2.0 * static_cast<double>(trace_.tokens) * static_cast<double>(param->numel());
+  }
+  return flops;
+}
+
+void ReplayDriver::compute(double flops) {
+  if (flops <= 0.0) return;
+  const double before_s = clock_.now_s();
+  clock_.advance_compute(flops);
+  out_.compute_busy_s += clock_.now_s() - before_s;
+}
+
+void ReplayDriver::note_invalidations(const std::string& module) {
+  const int64_t seen = engine_.counters().trace_invalidations;
+  if (seen == invalidations_seen_) return;
+  invalidations_seen_ = seen;
+  out_.findings.push_back({.kind = "trace_invalidation", .rank = out_.rank, .step = step_, .module = module, .param = "",
+                           .detail = "the fetch order left the previous step's at this module: in-flight prefetches "
+                                     "were waited for and released"});
+}
+
+void ReplayDriver::add_finding(std::string kind, int32_t module, int32_t param, std::string detail) {
+  out_.findings.push_back({.kind = std::move(kind), .rank = out_.rank, .step = step_,
+                           .module = module < 0 ? "" : module_name(module),
+                           .param = param < 0 ? "" : trace_.params[static_cast<size_t>(param)].name,
+                           .detail = std::move(detail)});
+}
+
+}  // namespace zero3

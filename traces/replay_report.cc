@@ -1,0 +1,248 @@
+// Building the replay report from a replay's ranks, collectives and findings.
+#include "traces/replay_report.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/allocator.h"
+#include "core/partition.h"
+#include "traces/memory_estimates.h"
+
+namespace zero3 {
+
+namespace {
+
+nlohmann::json moment_json(const PeakMoment& moment) {
+  return {{"bytes", moment.bytes}, {"at_s", moment.at_s}, {"step", moment.step}, {"phase", moment.phase},
+          {"module", moment.module}};
+}
+
+nlohmann::json model_json(const Trace& trace, int world) {
+  std::vector<int64_t> own(trace.modules.size(), 0);
+  int64_t shard_elements = 0, padding = 0, last_rank_owned = 0;
+  nlohmann::json zero_sized = nlohmann::json::array(), sub_world = nlohmann::json::array();
+  for (const TraceParam& param : trace.params) {
+    const int64_t numel = shape_numel(param.shape);
+    own[static_cast<size_t>(param.owner)] += numel;
+    shard_elements += shard_numel(numel, world);
+    padding += shard_numel(numel, world) * world - numel;
+    last_rank_owned += shard_range(numel, world, world - 1).owned();
+    if (numel == 0) zero_sized.push_back(param.name);
+    else if (numel < world) sub_world.push_back(param.name);
+  }
+  const size_t largest = static_cast<size_t>(std::max_element(own.begin(), own.end()) - own.begin());
+  return {{"parameters", trace.parameter_elements()},
+          {"parameter_tensors", trace.params.size()},
+          {"largest_module", {{"name", trace.modules[largest].name}, {"parameters", own[largest]}}},
+          {"shard_elements_per_rank", shard_elements},
+          {"padding_elements", padding},
+          {"last_rank_owned_elements", last_rank_owned},
+          {"zero_sized_params", zero_sized},
+          {"sub_world_params", sub_world},
+          {"note", "every rank holds ceil(numel / W) elements of each parameter; the last ranks own fewer real "
+                   "elements (the rest is zero padding), so shard bytes are equal on every rank"}};
+}
+
+nlohmann::json memory_json(const ShapeReplayResult& result, const HardwareChoice& hardware) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankReplay& rank : result.ranks) {
+    nlohmann::json categories;
+    for (int category = 0; category < kMemoryCategoryCount; ++category) {
+      categories[memory_category_name(static_cast<MemoryCategory>(category))] =
+          moment_json(rank.peaks[static_cast<size_t>(category)]);
+    }
+    ranks.push_back({{"rank", rank.rank}, {"peak_total", moment_json(rank.peak_total)}, {"categories", categories}});
+  }
+  int64_t peak_bytes = 0;
+  for (const RankReplay& rank : result.ranks) peak_bytes = std::max(peak_bytes, rank.peak_total.bytes);
+  nlohmann::json out = {{"ranks_simulated", result.simulation == "symmetric" ? "rank 0 stands for every rank" : "every rank"},
+                        {"per_rank", ranks}};
+  if (hardware.memory_bytes > 0) {
+    out["device_memory_bytes"] = hardware.memory_bytes;
+    out["fits_device_memory"] = static_cast<double>(peak_bytes) <= hardware.memory_bytes;
+  }
+  return out;
+}
+
+nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
+                                 const ShapeReplayResult& result, const nlohmann::json& model) {
+  const RankReplay& rank = result.ranks.at(0);
+  auto peak = [&](MemoryCategory category) { return rank.peaks[static_cast<size_t>(category)].bytes; };
+  const int64_t param_shard = peak(MemoryCategory::param_shard), grad_shard = peak(MemoryCategory::grad_shard);
+  const int64_t optimizer = peak(MemoryCategory::optimizer_state);
+  const int64_t measured = param_shard + grad_shard + optimizer;
+  const int64_t shard_elements = model.at("shard_elements_per_rank").get<int64_t>();
+  const int world = result.world;
+  const int gpus_per_node = std::min(hardware.gpus_per_node, world);
+  const int nodes = (world + gpus_per_node - 1) / gpus_per_node;
+  nlohmann::json estimates = nlohmann::json::array();
+  for (const DeepSpeedEstimate& estimate : deepspeed_zero3_estimates(
+           trace.parameter_elements(), model.at("largest_module").at("parameters").get<int64_t>(), gpus_per_node, nodes)) {
+    estimates.push_back({{"offload", estimate.offload}, {"gpu_bytes", estimate.gpu_bytes}, {"cpu_bytes", estimate.cpu_bytes}});
+  }
+  return {
+      {"measured_bytes_per_rank", measured},
+      {"measured", {{"param_shard", param_shard}, {"grad_shard", grad_shard}, {"optimizer_state", optimizer}}},
+      {"measured_bytes_per_shard_element", shard_elements ? static_cast<double>(measured) / shard_elements : 0.0},
+      {"zero_paper_bytes_per_rank", zero_paper_stage3_bytes(trace.parameter_elements(), world)},
+      {"zero_paper_widths_on_our_shards_bytes", 16 * shard_elements},
+      {"gradient_width_difference_bytes", grad_shard - 2 * shard_elements},
+      {"compute_dtype", config.bf16 ? "bf16" : "f32"},
+      {"explanation",
+       "The ZeRO paper counts 2 (fp16 parameters) + 2 (fp16 gradients) + 12 (fp32 master weights, momentum, "
+       "variance) bytes per parameter, divided by W. This engine holds the parameter shard in the compute dtype, "
+       "the optimizer state at 12 bytes, and accumulates gradient shards in f32 (4 bytes, not 2), so with bf16 "
+       "it holds 2 + 4 + 12 = 18 bytes per shard element. zero_paper_widths_on_our_shards_bytes applies the "
+       "paper's 16 bytes to our padded shards: it differs from the paper's formula only by padding. "
+       "DeepSpeed's own estimator also uses 18 bytes per parameter, plus 4 bytes per element of the largest "
+       "layer."},
+      {"deepspeed_estimator",
+       {{"function", "estimate_zero3_model_states_mem_needs (zero_init=True, additional_buffer_factor=1.5)"},
+        {"gpus_per_node", gpus_per_node},
+        {"nodes", nodes},
+        {"largest_layer_params", model.at("largest_module").at("parameters")},
+        {"estimates", estimates}}}};
+}
+
+int64_t collective_elements(const TraceCollective& call, int world) {
+  const bool gathered = call.op == "all_gather" || call.op == "reduce_scatter";
+  return gathered ? call.count * world : call.count;
+}
+
+nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& result) {
+  std::map<std::string, nlohmann::json> by_op;
+  int64_t sharded_elements = 0;
+  for (const TraceCollective& call : result.collectives.at(0)) {
+    nlohmann::json& op = by_op[call.op];
+    if (op.is_null()) op = {{"count", 0}, {"buffer_bytes", 0}, {"elements", 0}, {"time_s", 0.0}};
+    op["count"] = op["count"].get<int64_t>() + 1;
+    op["buffer_bytes"] = op["buffer_bytes"].get<int64_t>() + call.bytes;
+    op["elements"] = op["elements"].get<int64_t>() + collective_elements(call, result.world);
+    op["time_s"] = op["time_s"].get<double>() + call.duration_s;
+    if (call.op == "all_gather" || call.op == "reduce_scatter") sharded_elements += collective_elements(call, result.world);
+  }
+  const double steps = static_cast<double>(std::max<int64_t>(result.steps, 1));
+  const double ddp_elements = 2.0 * static_cast<double>(trace.parameter_elements());
+  return {{"rank", 0},
+          {"by_op", by_op},
+          {"ddp_volume_elements_per_step", ddp_elements},
+          {"zero3_volume_elements_per_step", static_cast<double>(sharded_elements) / steps},
+          {"ratio_to_ddp", ddp_elements > 0 ? static_cast<double>(sharded_elements) / steps / ddp_elements : 0.0},
+          {"note", "volumes in elements of the gathered / scattered buffers, so dtypes do not blur the ratio: "
+                   "DDP all-reduces 2Ψ per step; ZeRO-3 gathers Ψ in forward and again in backward and "
+                   "reduce-scatters Ψ (the paper's 3Ψ = 1.5x), less what persistent or reused parameters save"}};
+}
+
+nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& hardware) {
+  const RankReplay& rank = result.ranks.at(0);
+  nlohmann::json steps = nlohmann::json::array();
+  for (size_t i = 0; i < rank.step_end_s.size(); ++i) {
+    double communication_s = 0.0;
+    for (const TraceCollective& call : result.collectives.at(0)) {
+      if (call.step == static_cast<int64_t>(i)) communication_s += call.duration_s;
+    }
+    const double duration_s = rank.step_end_s[i] - rank.step_start_s[i];
+    const double compute_s = rank.step_compute_s[i];
+    steps.push_back({{"step", i}, {"duration_s", duration_s}, {"compute_s", compute_s},
+                     {"communication_s", communication_s},
+                     {"exposed_communication_s", std::max(0.0, duration_s - compute_s)}});
+  }
+  double slowest_s = 0.0;
+  for (const RankReplay& other : result.ranks) {
+    if (!other.step_end_s.empty()) slowest_s = std::max(slowest_s, other.step_end_s.back() - other.step_start_s.back());
+  }
+  return {{"steps", steps},
+          {"predicted_step_s", steps.empty() ? 0.0 : steps.back().at("duration_s").get<double>()},
+          {"slowest_rank_last_step_s", slowest_s},
+          {"hardware", {{"name", hardware.name}, {"link", hardware.link}, {"profile", hardware.profile.to_json()},
+                        {"profile_file", hardware.file}}},
+          {"model", "compute: flops / (peak_flops x flops_efficiency) on the compute stream; collectives: ring "
+                    "alpha-beta on one communication stream; a module waits for its gathers, so communication "
+                    "overlaps compute only as far as prefetching runs ahead. The last step follows the recorded "
+                    "fetch order (prefetching on): it is the predicted steady-state step."}};
+}
+
+// A recorded run's collectives against the replay's, when both describe the same world: the
+// replay must issue exactly what the engine issued while recording.
+nlohmann::json recorded_collectives_json(const Trace& trace, const TrainConfig& config, const ShapeReplayResult& result) {
+  if (trace.collectives.empty()) return nullptr;
+  if (trace.world != result.world) {
+    return {{"compared", false}, {"reason", "recorded at " + std::to_string(trace.world) + " ranks, replayed at " +
+                                                std::to_string(result.world)}};
+  }
+  if (trace.run) {
+    std::vector<std::string> warnings;
+    TrainConfig recorded = parse_train_config(trace.run->config, "run/config", &warnings);
+    recorded.zero.stage = config.zero.stage;
+    if (train_config_to_json(recorded) != train_config_to_json(config)) {
+      return {{"compared", false}, {"reason", "replayed with a different config than the run was recorded with"}};
+    }
+  }
+  const std::vector<TraceCollective>& recorded = trace.collectives.at(0);
+  const std::vector<TraceCollective>& replayed = result.collectives.at(0);
+  auto same = [](const TraceCollective& a, const TraceCollective& b) {
+    return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.module == b.module && a.phase == b.phase;
+  };
+  size_t first = 0;
+  while (first < recorded.size() && first < replayed.size() && same(recorded[first], replayed[first])) ++first;
+  const bool equal = first == recorded.size() && first == replayed.size();
+  auto describe_call = [](const std::vector<TraceCollective>& calls, size_t index) -> std::string {
+    if (index >= calls.size()) return "<none>";
+    const TraceCollective& call = calls[index];
+    return call.op + " " + call.dtype + " count=" + std::to_string(call.count) + " module '" + call.module + "' " +
+           call.phase;
+  };
+  nlohmann::json out = {{"compared", true}, {"recorded", recorded.size()}, {"replayed", replayed.size()}, {"equal", equal}};
+  if (!equal) {
+    out["first_difference"] = "#" + std::to_string(first) + ": recorded " + describe_call(recorded, first) +
+                              ", replayed " + describe_call(replayed, first);
+  }
+  return out;
+}
+
+nlohmann::json checks_json(const Trace& trace, const TrainConfig& config, const ShapeReplayResult& result,
+                           int64_t invalidations) {
+  std::map<std::string, nlohmann::json> findings;
+  for (const Finding& finding : result.findings) {
+    nlohmann::json& kind = findings[finding.kind];
+    if (kind.is_null()) kind = {{"count", 0}, {"first", nlohmann::json::array()}};
+    kind["count"] = kind["count"].get<int64_t>() + 1;
+    if (kind["first"].size() < 10) {
+      kind["first"].push_back({{"rank", finding.rank}, {"step", finding.step}, {"module", finding.module},
+                               {"param", finding.param}, {"detail", finding.detail}});
+    }
+  }
+  nlohmann::json failure = nullptr;
+  if (result.failure) {
+    failure = {{"kind", result.failure->kind}, {"message", result.failure->message}, {"exit_code", result.failure->exit_code}};
+  }
+  return {{"failure", failure}, {"findings", findings}, {"trace_invalidations", invalidations},
+          {"rank_divergent_trace", trace.divergent()}, {"recorded_collectives", recorded_collectives_json(trace, config, result)},
+          {"exit_code", result.exit_code()}};
+}
+
+}  // namespace
+
+nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
+                             const ShapeReplayResult& result) {
+  const nlohmann::json model = model_json(trace, result.world);
+  nlohmann::json report = {{"zero3_replay_report", 1},
+                           {"trace", trace.name},
+                           {"simulation", result.simulation},
+                           {"world", result.world},
+                           {"steps", result.steps},
+                           {"model", model},
+                           {"memory", memory_json(result, hardware)},
+                           {"model_states", model_states_json(trace, config, hardware, result, model)},
+                           {"communication", communication_json(trace, result)},
+                           {"time", time_json(result, hardware)},
+                           {"checks", checks_json(trace, config, result, result.ranks.at(0).counters.trace_invalidations)}};
+  const EngineCounters& counters = result.ranks.at(0).counters;
+  report["engine_counters"] = {{"gathers", counters.gathers}, {"reduce_scatters", counters.reduce_scatters},
+                               {"prefetched_params", counters.prefetched_params},
+                               {"live_elements_peak", counters.live_elements_peak},
+                               {"external_registrations", counters.external_registrations}};
+  return report;
+}
+
+}  // namespace zero3

@@ -1,0 +1,24 @@
+// The replay report (FORMAT.md, "Report"): per-rank peak bytes by category and when they
+// happened, model-state bytes next to the ZeRO paper's formula and DeepSpeed's estimator,
+// communication by op against the 2Ψ DDP volume, the predicted step time, and the checks.
+//
+//   nlohmann::json report = replay_report(trace, config, hardware, result);
+//   std::fputs(replay_summary(report).c_str(), stdout);
+#pragma once
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/train_config.h"
+#include "traces/hardware_catalog.h"
+#include "traces/replay.h"
+#include "traces/trace.h"
+
+namespace zero3 {
+
+nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
+                             const ShapeReplayResult& result);
+// A few lines for a person, from the report.
+std::string replay_summary(const nlohmann::json& report);
+
+}  // namespace zero3

@@ -1,0 +1,153 @@
+// The replay report in a few lines for a person (replay_report.h).
+#include <cstdio>
+#include <string>
+
+#include "traces/replay_report.h"
+
+namespace zero3 {
+
+namespace {
+
+std::string format(const char* pattern, double a, double b = 0.0, double c = 0.0) {
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, pattern, a, b, c);
+  return buffer;
+}
+
+// Decimal units, as the ZeRO paper and GPU datasheets count them.
+std::string gb(double bytes) {
+  if (bytes >= 1e9) return format("%.3f GB", bytes / 1e9);
+  if (bytes >= 1e6) return format("%.3f MB", bytes / 1e6);
+  if (bytes >= 1e3) return format("%.3f kB", bytes / 1e3);
+  return format("%.0f B", bytes);
+}
+
+std::string count(double value) {
+  if (value >= 1e9) return format("%.2fB", value / 1e9);
+  if (value >= 1e6) return format("%.2fM", value / 1e6);
+  if (value >= 1e3) return format("%.2fk", value / 1e3);
+  return format("%.0f", value);
+}
+
+std::string model_lines(const nlohmann::json& report) {
+  const nlohmann::json& model = report.at("model");
+  std::string out = "model: " + count(model.at("parameters").get<double>()) + " parameters in " +
+                    std::to_string(model.at("parameter_tensors").get<int64_t>()) + " tensors; largest module '" +
+                    model.at("largest_module").at("name").get<std::string>() + "' (" +
+                    count(model.at("largest_module").at("parameters").get<double>()) + ")";
+  if (!model.at("zero_sized_params").empty() || !model.at("sub_world_params").empty()) {
+    out += "; " + std::to_string(model.at("zero_sized_params").size()) + " zero-sized and " +
+           std::to_string(model.at("sub_world_params").size()) + " smaller than W";
+  }
+  return out + "\n";
+}
+
+std::string model_state_lines(const nlohmann::json& report) {
+  const nlohmann::json& states = report.at("model_states");
+  const nlohmann::json& measured = states.at("measured");
+  std::string out = "model states per rank: " + gb(states.at("measured_bytes_per_rank").get<double>()) +
+                    " (param_shard " + gb(measured.at("param_shard").get<double>()) + " + grad_shard " +
+                    gb(measured.at("grad_shard").get<double>()) + " + optimizer_state " +
+                    gb(measured.at("optimizer_state").get<double>()) + format(") = %.2f bytes per shard element\n",
+                    states.at("measured_bytes_per_shard_element").get<double>());
+  out += "  ZeRO paper (2+2+12)*Psi/W: " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
+         "; the paper's widths on our padded shards: " + gb(states.at("zero_paper_widths_on_our_shards_bytes").get<double>()) +
+         "; our f32 gradient partition adds " + gb(states.at("gradient_width_difference_bytes").get<double>()) + "\n";
+  const nlohmann::json& estimator = states.at("deepspeed_estimator");
+  for (const auto& estimate : estimator.at("estimates")) {
+    out += "  DeepSpeed estimator, offload " + estimate.at("offload").get<std::string>() + ": " +
+           gb(estimate.at("gpu_bytes").get<double>()) + " per GPU, " + gb(estimate.at("cpu_bytes").get<double>()) +
+           " CPU per node (" + std::to_string(estimator.at("gpus_per_node").get<int>()) + " GPUs x " +
+           std::to_string(estimator.at("nodes").get<int>()) + " nodes)\n";
+  }
+  return out;
+}
+
+std::string peak_line(const nlohmann::json& rank, const std::string& who) {
+  const nlohmann::json& peak = rank.at("peak_total");
+  std::string out = "peak " + who + ": " + gb(peak.at("bytes").get<double>()) +
+                    format(" at %.6f s", peak.at("at_s").get<double>()) + " (step " +
+                    std::to_string(peak.at("step").get<int64_t>()) + ", " + peak.at("phase").get<std::string>() +
+                    ", module '" + peak.at("module").get<std::string>() + "'); each category's own peak:";
+  for (const auto& [category, moment] : rank.at("categories").items()) {
+    if (moment.at("bytes").get<int64_t>() > 0) out += " " + category + " " + gb(moment.at("bytes").get<double>());
+  }
+  return out + "\n";
+}
+
+std::string fit_line(const nlohmann::json& report) {
+  const nlohmann::json& memory = report.at("memory");
+  if (!memory.contains("fits_device_memory") || memory.at("fits_device_memory").get<bool>()) return "";
+  return "  the peak exceeds the device's " + gb(memory.at("device_memory_bytes").get<double>()) + " of memory\n";
+}
+
+// Ranks whose peaks are identical (SPMD parts of a divergent trace) share one line.
+std::string peak_lines(const nlohmann::json& report) {
+  const nlohmann::json& ranks = report.at("memory").at("per_rank");
+  bool all_same = true;
+  for (const auto& rank : ranks) all_same = all_same && rank.at("categories") == ranks[0].at("categories");
+  if (all_same && ranks.size() > 1) return peak_line(ranks[0], "(every rank alike)") + fit_line(report);
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) {
+    out += peak_line(ranks[i], "rank " + std::to_string(ranks[i].at("rank").get<int>()));
+  }
+  if (ranks.size() > 8) out += "  (" + std::to_string(ranks.size() - 8) + " more ranks in the JSON report)\n";
+  return out + fit_line(report);
+}
+
+std::string communication_and_time_lines(const nlohmann::json& report) {
+  const nlohmann::json& communication = report.at("communication");
+  std::string out = "communication (rank 0, all steps):";
+  for (const auto& [op, totals] : communication.at("by_op").items()) {
+    out += " " + op + " " + std::to_string(totals.at("count").get<int64_t>()) + "x " +
+           gb(totals.at("buffer_bytes").get<double>());
+  }
+  out += format("; per step %.3f x the 2*Psi DDP volume\n", communication.at("ratio_to_ddp").get<double>());
+  const nlohmann::json& time = report.at("time");
+  const nlohmann::json& hardware = time.at("hardware");
+  if (!time.at("steps").empty()) {
+    const nlohmann::json& last = time.at("steps").back();
+    out += format("predicted step time: %.6f s (compute %.6f s, communication %.6f s, ", last.at("duration_s").get<double>(),
+                  last.at("compute_s").get<double>(), last.at("communication_s").get<double>()) +
+           format("%.6f s not hidden by compute)", last.at("exposed_communication_s").get<double>()) + " on " +
+           hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() + "\n";
+  }
+  return out;
+}
+
+std::string check_lines(const nlohmann::json& report) {
+  const nlohmann::json& checks = report.at("checks");
+  std::string out;
+  if (!checks.at("failure").is_null()) {
+    out += "FAILURE (" + checks.at("failure").at("kind").get<std::string>() + "): " +
+           checks.at("failure").at("message").get<std::string>() + "\n";
+  }
+  for (const auto& [kind, findings] : checks.at("findings").items()) {
+    out += kind + ": " + std::to_string(findings.at("count").get<int64_t>()) + " (first: rank " +
+           std::to_string(findings.at("first").at(0).at("rank").get<int>()) + ", module '" +
+           findings.at("first").at(0).at("module").get<std::string>() + "': " +
+           findings.at("first").at(0).at("detail").get<std::string>() + ")\n";
+  }
+  const nlohmann::json& recorded = checks.at("recorded_collectives");
+  if (!recorded.is_null() && recorded.at("compared").get<bool>()) {
+    out += std::string("recorded collectives: ") +
+           (recorded.at("equal").get<bool>() ? "the replay issued exactly the recorded ones"
+                                             : "DIFFER, " + recorded.at("first_difference").get<std::string>()) + "\n";
+  }
+  if (out.empty()) out = "checks: clean (no collective mismatch, no placeholder hit, no trace invalidation)\n";
+  return out;
+}
+
+}  // namespace
+
+std::string replay_summary(const nlohmann::json& report) {
+  const bool symmetric = report.at("simulation").get<std::string>() == "symmetric";
+  std::string out = "replay '" + report.at("trace").get<std::string>() + "': " + report.at("simulation").get<std::string>() +
+                    " simulation of " + std::to_string(report.at("world").get<int>()) + " ranks" +
+                    (symmetric ? " (one representative rank: every rank runs the same events)" : " (every rank)") +
+                    ", " + std::to_string(report.at("steps").get<int64_t>()) + " steps\n";
+  return out + model_lines(report) + model_state_lines(report) + peak_lines(report) +
+         communication_and_time_lines(report) + check_lines(report);
+}
+
+}  // namespace zero3

@@ -1,0 +1,51 @@
+// The simulated clock of one rank during replay: a compute stream that advances by flops / peak
+// and waits for collectives, and one communication stream on which collectives run one after
+// another. StreamClock keeps both for the symmetric (one representative rank) replay; SimClock
+// reads a SimWorld rank's clock, whose matcher keeps the communication stream itself.
+#pragma once
+#include <algorithm>
+
+#include "sim/hardware_profile.h"
+#include "sim/sim_world.h"
+
+namespace zero3 {
+
+class ReplayClock {
+ public:
+  virtual ~ReplayClock() = default;
+  virtual double now_s() const = 0;
+  virtual void advance_compute(double flops) = 0;
+};
+
+class StreamClock : public ReplayClock {
+ public:
+  explicit StreamClock(const HardwareProfile& hardware) : hardware_(hardware) {}
+
+  double now_s() const override { return now_s_; }
+  void advance_compute(double flops) override { now_s_ += compute_time_s(hardware_, flops); }
+  void wait_until(double time_s) { now_s_ = std::max(now_s_, time_s); }
+  // A collective of `duration_s` issued now starts once the communication stream is free.
+  double start_collective(double duration_s) {
+    const double start_s = std::max(now_s_, stream_free_s_);
+    stream_free_s_ = start_s + duration_s;
+    return start_s;
+  }
+  const HardwareProfile& hardware() const { return hardware_; }
+
+ private:
+  HardwareProfile hardware_;
+  double now_s_ = 0.0;
+  double stream_free_s_ = 0.0;
+};
+
+class SimClock : public ReplayClock {
+ public:
+  explicit SimClock(SimRank& sim) : sim_(sim) {}
+  double now_s() const override { return sim_.now_s(); }
+  void advance_compute(double flops) override { sim_.advance_compute(flops); }
+
+ private:
+  SimRank& sim_;
+};
+
+}  // namespace zero3

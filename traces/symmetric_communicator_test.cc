@@ -1,0 +1,44 @@
+// The symmetric communicator: the cost model's times, one communication stream, waits that move
+// the compute clock, and a loud refusal to fake data movement.
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "traces/symmetric_communicator.h"
+
+namespace zero3 {
+namespace {
+
+TEST(SymmetricCommunicator, CollectivesTakeTheRingTimeOneAfterAnotherAndWaitsAdvanceTheClock) {
+  const HardwareProfile hardware{.peak_flops = 1e12, .bandwidth_bytes_per_s = 1e9, .latency_s = 1e-6};
+  StreamClock clock(hardware);
+  SymmetricCommunicator comm(0, 8, clock);
+  Tensor shard = Tensor::meta({1000}, DType::bf16);
+  Tensor full = Tensor::meta({8000}, DType::bf16);
+  auto first = comm.all_gather_async(shard, full, {.module = "a", .params = {}, .step = 0, .phase = "forward"});
+  auto second = comm.all_gather_async(shard, full, {.module = "b", .params = {}, .step = 0, .phase = "forward"});
+  const double expected_s = collective_time_s(hardware, CollectiveOp::all_gather, 16000, 8);
+  ASSERT_EQ(comm.log().size(), 2u);
+  EXPECT_DOUBLE_EQ(comm.log()[0].duration_s, expected_s);
+  EXPECT_EQ(comm.log()[0].bytes, 16000);
+  EXPECT_DOUBLE_EQ(comm.log()[1].start_s, expected_s);  // the stream was busy with the first
+  clock.advance_compute(1e6);                           // 1 us of compute overlaps the gathers
+  EXPECT_FALSE(second->done());
+  second->wait();
+  EXPECT_DOUBLE_EQ(clock.now_s(), 2 * expected_s);
+  first->wait();                                        // already complete: no time passes
+  EXPECT_DOUBLE_EQ(clock.now_s(), 2 * expected_s);
+}
+
+TEST(SymmetricCommunicator, RefusesBuffersWithDataAndBuffersOfTheWrongSize) {
+  StreamClock clock(HardwareProfile{});
+  SymmetricCommunicator comm(0, 4, clock);
+  Tensor data = Tensor::zeros({4});
+  Tensor gathered = Tensor::zeros({16});
+  EXPECT_THROW(comm.all_gather(data, gathered, {}), InputError);
+  Tensor shard = Tensor::meta({4});
+  Tensor wrong = Tensor::meta({12});
+  EXPECT_THROW(comm.all_gather(shard, wrong, {}), ShapeError);
+}
+
+}  // namespace
+}  // namespace zero3

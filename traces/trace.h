@@ -1,0 +1,130 @@
+// A zero3 trace (traces/FORMAT.md): a model's parameter table and module tree, and per step the
+// ordered events one rank ran (module forward and backward, checked and raw parameter accesses,
+// the optimizer step); optionally the collective log of the run it was recorded from, and, for a
+// fuzzer counterexample or a recorded training run, the model spec and run that reproduce it.
+//
+// Events of all ranks are stored once; where ranks diverge (MoE routing) an event list holds a
+// per-rank group instead, and rank r follows list r mod n of it. events_for() expands a step for
+// one rank.
+//
+//   Trace trace = load_trace("traces/models/gpt2-124m.json");
+//   std::vector<TraceEvent> events = events_for(trace.steps[0], /*rank=*/0);
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/shape.h"
+
+namespace zero3 {
+
+inline constexpr int64_t kTraceVersion = 1;
+
+struct TraceModule {
+  std::string name{};  // dotted; "" is the root, always modules[0]
+  std::string type{};  // "Linear", "MixtralSparseMoeBlock", ...: what zero3_leaf_modules matches
+};
+
+struct TraceParam {
+  int64_t id = 0;  // its index in Trace::params
+  std::string name{};
+  Shape shape{};
+  std::string dtype{};  // as recorded; the engine shards every parameter in the compute dtype
+  int32_t owner = 0;  // module index
+};
+
+enum class EventKind : uint8_t { enter, exit, call, param, raw, backward, bwd_enter, bwd_exit, optimizer_step };
+const char* event_kind_name(EventKind kind);
+
+// One event. `module` and `param` are indices into Trace::modules / Trace::params (-1: none).
+struct TraceEvent {
+  EventKind kind = EventKind::enter;
+  int32_t module = -1;
+  int32_t param = -1;
+  double flops = -1.0;           // enter / call: the module's own forward flops; < 0: derive from shapes
+  int64_t activation_bytes = 0;  // enter / call: bytes it saves for backward
+  bool operator==(const TraceEvent&) const = default;
+};
+
+// An entry of a step's event list: one event for every rank, or a per-rank group.
+struct TraceItem {
+  TraceEvent event;
+  std::vector<std::vector<TraceEvent>> per_rank{};  // non-empty: a group; rank r follows list r mod size
+  bool operator==(const TraceItem&) const = default;
+};
+
+struct TraceStep {
+  int64_t repeat = 1;  // the same events, this many optimizer steps in a row
+  std::vector<TraceItem> items{};
+  bool divergent() const;
+};
+
+// One collective of the recorded run, as the simulator logged it.
+struct TraceCollective {
+  int64_t sequence = 0;
+  std::string op{};
+  std::string dtype{};
+  int64_t count = 0;
+  int64_t bytes = 0;  // the whole gathered / scattered / reduced buffer
+  std::string module{};
+  std::string phase{};
+  int64_t step = -1;
+  double start_s = 0.0;
+  double duration_s = 0.0;
+  bool operator==(const TraceCollective&) const = default;
+};
+
+// A run that reproduces the trace functionally (the fuzzer's counterexamples, recorded runs).
+struct TraceRun {
+  nlohmann::json model_spec{};  // a built-in model's name (string) or an inline spec (object)
+  int world = 1;
+  uint64_t seed = 1;
+  int64_t steps = 1;
+  nlohmann::json config = nlohmann::json::object();  // DeepSpeed-style
+  std::vector<std::string> inject{};                     // core/bug_injection.h names
+  std::string faults{};                                  // sim/fault_plan.h text
+};
+
+struct TraceExpectation {
+  std::string property{};
+  std::string message{};
+  std::string event_log_hash{};  // optional: 16 hex digits of the failing run's event log
+};
+
+struct Trace {
+  int64_t version = kTraceVersion;
+  std::string source{};           // "generator", "zero3 train --record", "torch", "fuzz", ...
+  std::string name{};
+  std::string dtype = "bf16";   // the parameters' dtype unless one says otherwise
+  int world = 0;                // ranks it was recorded at (0: not recorded)
+  int64_t tokens = 0;           // tokens per rank and micro-step, for flops derived from shapes
+  std::vector<TraceModule> modules{};
+  std::vector<TraceParam> params{};
+  std::vector<TraceStep> steps{};
+  std::vector<std::vector<TraceCollective>> collectives{};  // empty, one list (all ranks) or per rank
+  std::optional<TraceRun> run{};
+  std::optional<TraceExpectation> expected{};
+
+  bool has_events() const { return !steps.empty(); }
+  bool divergent() const;
+  // The per-rank group size of a divergent trace (1 for SPMD traces).
+  int divergent_ranks() const;
+  int64_t parameter_elements() const;
+};
+
+// The step's events as rank `rank` runs them.
+std::vector<TraceEvent> events_for(const TraceStep& step, int rank);
+
+// Validates everything (structure, references, nesting) and throws InputError naming `source`, the
+// JSON path and what was expected. A newer version is rejected.
+Trace read_trace(const nlohmann::json& json, const std::string& source);
+Trace load_trace(const std::string& path);
+nlohmann::json trace_to_json(const Trace& trace);
+// Compact JSON: one parameter, module or event per line; written atomically.
+std::string trace_to_text(const Trace& trace);
+void write_trace(const std::string& path, const Trace& trace);
+
+}  // namespace zero3

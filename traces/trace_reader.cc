@@ -1,0 +1,226 @@
+// Reading and validating a trace (FORMAT.md): every error names the file, the JSON path and what
+// was expected; references, nesting and phases are checked for every rank's expansion.
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "core/errors.h"
+#include "core/json_reader.h"
+#include "traces/trace.h"
+#include "traces/trace_reader_parts.h"
+
+namespace zero3 {
+
+namespace {
+
+const std::vector<std::string> kTopLevelKeys = {"zero3_trace", "source", "name", "dtype", "world", "tokens",
+                                                "notes", "modules", "params", "steps", "collectives",
+                                                "model_spec", "run", "expected"};
+const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "f64", "i8", "u8", "i32", "i64", "bool", "fp8"};
+constexpr int64_t kCountMax = int64_t{1} << 50;
+
+struct Names {
+  std::unordered_map<std::string, int32_t> modules;
+  std::unordered_map<std::string, int32_t> params;
+};
+
+// A newer trace may mean something this build would silently get wrong, so it is refused.
+void check_version(const JsonReader& root) {
+  if (!root.has("zero3_trace")) root.fail("a zero3 trace: an object with \"zero3_trace\": 1");
+  const JsonReader version = root.at("zero3_trace");
+  const int64_t value = version.as_int(1, std::numeric_limits<int32_t>::max());
+  if (value > kTraceVersion) {
+    version.fail("trace version " + std::to_string(kTraceVersion) + " or older; this trace was written by a newer "
+                 "zero3 (version " + std::to_string(value) + "): replay it with that version");
+  }
+}
+
+std::string parent_name(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? "" : name.substr(0, dot);
+}
+
+void read_modules(const JsonReader& list, Trace& trace, Names& names) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonReader entry = list.at(i);
+    if (!entry.json().is_array() || entry.size() != 2) entry.fail("[name, type]");
+    TraceModule module{.name = entry.at(0).as_string(), .type = entry.at(1).as_string()};
+    if (i == 0 && !module.name.empty()) entry.at(0).fail("\"\" (modules[0] is the root)");
+    if (i > 0 && (module.name.empty() || !names.modules.count(parent_name(module.name)))) {
+      entry.at(0).fail("a dotted name whose parent module is listed before it");
+    }
+    if (!names.modules.emplace(module.name, static_cast<int32_t>(i)).second) entry.at(0).fail("a module name not used before");
+    trace.modules.push_back(std::move(module));
+  }
+  if (trace.modules.empty()) list.fail("at least the root module [\"\", TYPE]");
+}
+
+// [id, name, shape], [id, name, shape, dtype] or [id, name, shape, dtype, owner]. The owner is the
+// module named by the name's prefix ("h.0.attn.qkv" owns "h.0.attn.qkv.weight"), so it may be left
+// out; when given it must be that module.
+void read_params(const JsonReader& list, Trace& trace, Names& names) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonReader entry = list.at(i);
+    if (!entry.json().is_array() || entry.size() < 3 || entry.size() > 5) entry.fail("[id, name, shape, dtype?, owner?]");
+    TraceParam param;
+    param.id = entry.at(0).as_int(static_cast<int64_t>(i), static_cast<int64_t>(i));
+    param.name = entry.at(1).as_string();
+    const JsonReader shape = entry.at(2);
+    for (size_t d = 0; d < shape.size(); ++d) param.shape.push_back(shape.at(d).as_int(0, kCountMax));
+    param.dtype = entry.size() > 3 ? entry.at(3).as_choice(kDtypes) : trace.dtype;
+    const size_t dot = param.name.rfind('.');
+    const std::string owner_name = dot == std::string::npos ? "" : param.name.substr(0, dot);
+    auto it = names.modules.find(owner_name);
+    if (param.name.empty() || dot + 1 == param.name.size() || it == names.modules.end()) {
+      entry.at(1).fail("OWNER.LOCAL_NAME where OWNER is a listed module (\"" + owner_name + "\" is not)");
+    }
+    if (entry.size() > 4 && entry.at(4).as_string() != owner_name) entry.at(4).fail("\"" + owner_name + "\", the name's prefix");
+    param.owner = it->second;
+    if (!names.params.emplace(param.name, static_cast<int32_t>(i)).second) entry.at(1).fail("a parameter name not used before");
+    trace.params.push_back(std::move(param));
+  }
+}
+
+// A module by name; `allow_none`: null stands for "outside every module" ("" is the root).
+int32_t module_ref(const JsonReader& node, const Names& names, bool allow_none) {
+  if (allow_none && node.json().is_null()) return -1;
+  const std::string name = node.as_string();
+  auto it = names.modules.find(name);
+  if (it == names.modules.end()) node.fail("the name of a listed module");
+  return it->second;
+}
+
+TraceEvent read_event(const JsonReader& node, const Names& names) {
+  if (!node.json().is_array() || node.size() == 0) node.fail("an event [KIND, ...] or a group {\"per_rank\": [...]}");
+  static const std::map<std::string, EventKind> kinds = {
+      {"enter", EventKind::enter}, {"exit", EventKind::exit}, {"call", EventKind::call},
+      {"param", EventKind::param}, {"raw", EventKind::raw}, {"backward", EventKind::backward},
+      {"bwd_enter", EventKind::bwd_enter}, {"bwd_exit", EventKind::bwd_exit},
+      {"optimizer_step", EventKind::optimizer_step}};
+  std::vector<std::string> kind_names;
+  for (const auto& [name, kind] : kinds) kind_names.push_back(name);
+  TraceEvent event;
+  event.kind = kinds.at(node.at(0).as_choice(kind_names));
+  const size_t size = node.size();
+  auto expect_size = [&](size_t min, size_t max, const char* form) {
+    if (size < min || size > max) node.fail(form);
+  };
+  switch (event.kind) {
+    case EventKind::enter:
+    case EventKind::call:
+      expect_size(2, 4, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?]");
+      event.module = module_ref(node.at(1), names, false);
+      if (size > 2 && !node.at(2).json().is_null()) event.flops = node.at(2).as_number(0.0, 1e30);
+      if (size > 3) event.activation_bytes = node.at(3).as_int(0, kCountMax);
+      break;
+    case EventKind::exit:
+    case EventKind::bwd_enter:
+    case EventKind::bwd_exit:
+      expect_size(2, 2, "[KIND, MODULE]");
+      event.module = module_ref(node.at(1), names, false);
+      break;
+    case EventKind::param:
+    case EventKind::raw: {
+      expect_size(3, 3, "[\"param\"|\"raw\", MODULE (null for a raw read outside every module), PARAMETER]");
+      event.module = module_ref(node.at(1), names, event.kind == EventKind::raw);
+      auto it = names.params.find(node.at(2).as_string());
+      if (it == names.params.end()) node.at(2).fail("the name of a listed parameter");
+      event.param = it->second;
+      break;
+    }
+    case EventKind::backward:
+    case EventKind::optimizer_step: expect_size(1, 1, "[KIND] with nothing else"); break;
+  }
+  return event;
+}
+
+TraceStep read_step(const JsonReader& node, const Names& names, int* group_size) {
+  node.expect_only_keys({"ranks", "repeat", "events"});
+  TraceStep step;
+  if (node.has("repeat")) step.repeat = node.at("repeat").as_int(1, 1 << 20);
+  const JsonReader events = node.at("events");
+  for (size_t i = 0; i < events.size(); ++i) {
+    const JsonReader entry = events.at(i);
+    TraceItem item;
+    if (entry.json().is_object()) {
+      entry.expect_only_keys({"per_rank"});
+      const JsonReader lists = entry.at("per_rank");
+      if (lists.size() < 1) lists.fail("one event list per rank");
+      if (*group_size != 0 && static_cast<int>(lists.size()) != *group_size) {
+        lists.fail("as many lists as every other per-rank group (" + std::to_string(*group_size) + ")");
+      }
+      *group_size = static_cast<int>(lists.size());
+      for (size_t r = 0; r < lists.size(); ++r) {
+        std::vector<TraceEvent> list;
+        for (size_t k = 0; k < lists.at(r).size(); ++k) list.push_back(read_event(lists.at(r).at(k), names));
+        item.per_rank.push_back(std::move(list));
+      }
+    } else {
+      item.event = read_event(entry, names);
+    }
+    step.items.push_back(std::move(item));
+  }
+  if (node.has("ranks")) {
+    const JsonReader ranks = node.at("ranks");
+    if (ranks.json().is_string() && ranks.as_string() == "all" && step.divergent()) {
+      ranks.fail("a rank count: this step holds per-rank groups");
+    }
+    if (!ranks.json().is_string() && !step.divergent()) ranks.fail("\"all\": this step holds no per-rank group");
+    if (!ranks.json().is_string()) ranks.as_int(*group_size, *group_size);
+  }
+  return step;
+}
+
+}  // namespace
+
+Trace read_trace(const nlohmann::json& json, const std::string& source) {
+  const JsonReader root(json, source);
+  root.expect_object();
+  check_version(root);
+  root.expect_only_keys(kTopLevelKeys);
+  Trace trace;
+  trace.source = root.has("source") ? root.at("source").as_string() : "";
+  trace.name = root.has("name") ? root.at("name").as_string() : "";
+  if (root.has("dtype")) trace.dtype = root.at("dtype").as_choice({"f32", "bf16"});
+  if (root.has("world")) trace.world = static_cast<int>(root.at("world").as_int(1, 1 << 20));
+  if (root.has("tokens")) trace.tokens = root.at("tokens").as_int(0, kCountMax);
+  Names names;
+  const bool shape_mode = root.has("steps");
+  if (shape_mode || root.has("modules") || root.has("params")) {
+    read_modules(root.at("modules"), trace, names);
+    read_params(root.at("params"), trace, names);
+  }
+  if (shape_mode) {
+    const JsonReader steps = root.at("steps");
+    int group_size = 0;
+    for (size_t i = 0; i < steps.size(); ++i) trace.steps.push_back(read_step(steps.at(i), names, &group_size));
+    if (trace.steps.empty()) steps.fail("at least one step");
+    if (group_size > 0 && trace.world > 0 && group_size != trace.world) {
+      root.at("world").fail("the per-rank group size " + std::to_string(group_size));
+    }
+    for (size_t i = 0; i < trace.steps.size(); ++i) {
+      for (int rank = 0; rank < std::max(group_size, 1); ++rank) {
+        validate_step_events(trace, trace.steps[i], source, "/steps/" + std::to_string(i) + "/events", rank);
+      }
+    }
+  }
+  if (root.has("collectives")) {
+    const JsonReader collectives = root.at("collectives");
+    collectives.expect_only_keys({"ranks", "calls"});
+    const bool all = collectives.at("ranks").as_choice({"all", "per_rank"}) == "all";
+    const JsonReader calls = collectives.at("calls");
+    for (size_t r = 0; r < (all ? 1 : calls.size()); ++r) {
+      const JsonReader list = all ? calls : calls.at(r);
+      std::vector<TraceCollective> out;
+      for (size_t k = 0; k < list.size(); ++k) out.push_back(read_collective(list.at(k)));
+      trace.collectives.push_back(std::move(out));
+    }
+  }
+  read_functional_sections(root, source, trace);
+  if (!shape_mode && !trace.run) root.fail("a trace with \"steps\" (shape replay) or \"model_spec\" and \"run\" (functional replay)");
+  return trace;
+}
+
+Trace load_trace(const std::string& path) { return read_trace(read_json_file(path), path); }
+
+}  // namespace zero3

@@ -1,0 +1,182 @@
+// The trace format: reading, validation errors with JSON paths, versioning, per-rank groups, the
+// writer's round trip, the shipped traces, and traces recorded from training runs.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "traces/trace.h"
+#include "traces/trace_recorder.h"
+
+namespace zero3 {
+namespace {
+
+// A two-layer model: root "" with "a" (Linear) and "b" (Linear), and b using a's weight too.
+nlohmann::json small_trace() {
+  return nlohmann::json::parse(R"({
+    "zero3_trace": 1, "name": "small", "dtype": "bf16", "tokens": 4,
+    "modules": [["", "Net"], ["a", "Linear"], ["b", "Linear"]],
+    "params": [[0, "a.weight", [8, 4]], [1, "a.bias", [8]], [2, "b.weight", [2, 8], "f32", "b"]],
+    "steps": [{"ranks": "all", "repeat": 2, "events": [
+      ["enter", ""], ["call", "a", 1000, 64],
+      ["enter", "b"], ["param", "b", "b.weight"], ["param", "b", "a.weight"], ["exit", "b"],
+      ["raw", "", "a.bias"], ["exit", ""], ["raw", null, "a.bias"], ["backward"], ["bwd_enter", ""], ["bwd_exit", ""], ["optimizer_step"]]}]
+  })");
+}
+
+std::string error_of(const nlohmann::json& json) {
+  try {
+    read_trace(json, "t.json");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(TraceReader, ReadsTablesEventsAndTheirDefaults) {
+  const Trace trace = read_trace(small_trace(), "t.json");
+  ASSERT_EQ(trace.modules.size(), 3u);
+  ASSERT_EQ(trace.params.size(), 3u);
+  EXPECT_EQ(trace.params[0].dtype, "bf16");   // the trace's dtype unless a parameter says otherwise
+  EXPECT_EQ(trace.params[2].dtype, "f32");
+  EXPECT_EQ(trace.params[1].owner, 1);        // the owner is the name's prefix
+  EXPECT_EQ(trace.steps.at(0).repeat, 2);
+  const std::vector<TraceEvent> events = events_for(trace.steps[0], 5);
+  ASSERT_EQ(events.size(), 13u);
+  EXPECT_EQ(events[1].kind, EventKind::call);
+  EXPECT_EQ(events[1].flops, 1000.0);
+  EXPECT_EQ(events[1].activation_bytes, 64);
+  EXPECT_EQ(events[6].kind, EventKind::raw);
+  EXPECT_EQ(events[6].module, 0);   // "" is the root
+  EXPECT_EQ(events[8].kind, EventKind::raw);
+  EXPECT_EQ(events[8].module, -1);  // null: outside every module
+  EXPECT_FALSE(trace.divergent());
+  EXPECT_EQ(trace.parameter_elements(), 32 + 8 + 16);
+}
+
+TEST(TraceReader, RejectsANewerVersionNamingTheVersionAndPath) {
+  nlohmann::json json = small_trace();
+  json["zero3_trace"] = 2;
+  const std::string error = error_of(json);
+  EXPECT_NE(error.find("t.json"), std::string::npos) << error;
+  EXPECT_NE(error.find("/zero3_trace"), std::string::npos) << error;
+  EXPECT_NE(error.find("newer"), std::string::npos) << error;
+}
+
+TEST(TraceReader, ErrorsNameTheFileTheJsonPathAndWhatWasExpected) {
+  nlohmann::json json = small_trace();
+  json["steps"][0]["events"][3] = {"param", "b", "c.weight"};
+  EXPECT_NE(error_of(json).find("t.json: at /steps/0/events/3/2: expected the name of a listed parameter"),
+            std::string::npos)
+      << error_of(json);
+  json = small_trace();
+  json["params"][2][4] = "a";
+  EXPECT_NE(error_of(json).find("/params/2/4"), std::string::npos) << error_of(json);
+  json = small_trace();
+  json["surprise"] = 1;
+  EXPECT_NE(error_of(json).find("unknown key 'surprise'"), std::string::npos) << error_of(json);
+}
+
+TEST(TraceReader, RejectsEventsThatDoNotNestOrComeFromAModuleThatIsNotRunning) {
+  nlohmann::json json = small_trace();
+  json["steps"][0]["events"][5] = {"exit", "a"};
+  EXPECT_NE(error_of(json).find("/steps/0/events/5: expected \"exit\" of the innermost open module"), std::string::npos)
+      << error_of(json);
+  json = small_trace();
+  json["steps"][0]["events"][4] = {"param", "", "a.weight"};
+  EXPECT_NE(error_of(json).find("a \"param\" access by the innermost running module"), std::string::npos)
+      << error_of(json);
+  json = small_trace();
+  json["steps"][0]["events"].erase(json["steps"][0]["events"].end() - 1);
+  EXPECT_NE(error_of(json).find("ends with [\"optimizer_step\"]"), std::string::npos) << error_of(json);
+}
+
+TEST(TraceReader, PerRankGroupsGiveRankRTheListRModN) {
+  nlohmann::json json = small_trace();
+  json["world"] = 2;
+  json["steps"][0]["ranks"] = 2;
+  json["steps"][0]["events"][1] = nlohmann::json::parse(R"({"per_rank": [[["call", "a"]], []]})");
+  const Trace trace = read_trace(json, "t.json");
+  EXPECT_TRUE(trace.divergent());
+  EXPECT_EQ(trace.divergent_ranks(), 2);
+  EXPECT_EQ(events_for(trace.steps[0], 0).size(), 13u);
+  EXPECT_EQ(events_for(trace.steps[0], 1).size(), 12u);
+  EXPECT_EQ(events_for(trace.steps[0], 3).size(), 12u);
+  json["steps"][0]["ranks"] = "all";
+  EXPECT_NE(error_of(json).find("a rank count"), std::string::npos) << error_of(json);
+}
+
+TEST(TraceWriter, WhatItWritesReadsBackTheSame) {
+  const Trace trace = read_trace(small_trace(), "t.json");
+  const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "again.json");
+  EXPECT_EQ(trace_to_json(again), trace_to_json(trace));
+  EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
+}
+
+TEST(TraceReader, AcceptsAFuzzerCaseFileAndChecksItsRunSection) {
+  nlohmann::json json = nlohmann::json::parse(R"({
+    "zero3_trace": 1, "source": "fuzz", "model_spec": "mlp-tiny",
+    "run": {"world": 3, "seed": 9, "steps": 2, "config": {"gradient_accumulation_steps": 2},
+            "inject": ["gas-scale-twice"], "faults": "none"},
+    "expected": {"property": "equal_to_ddp", "message": "..."}})");
+  const Trace trace = read_trace(json, "case.json");
+  ASSERT_TRUE(trace.run.has_value());
+  EXPECT_EQ(trace.run->world, 3);
+  EXPECT_EQ(trace.run->inject, std::vector<std::string>{"gas-scale-twice"});
+  EXPECT_FALSE(trace.has_events());
+  json["run"]["inject"][0] = "no_such_bug";
+  EXPECT_NE(error_of(json).find("/run/inject/0"), std::string::npos) << error_of(json);
+  json["run"]["inject"][0] = "gas-scale-twice";
+  json["run"]["config"]["gradient_accumulation_steps"] = 0;
+  EXPECT_NE(error_of(json).find("/run/config"), std::string::npos) << error_of(json);
+}
+
+TEST(ShippedTraces, EveryShippedTraceReadsAndValidates) {
+  int traces = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ZERO3_TRACES_DIR) + "/models")) {
+    SCOPED_TRACE(entry.path().string());
+    const Trace trace = load_trace(entry.path().string());
+    EXPECT_TRUE(trace.has_events());
+    EXPECT_GT(trace.parameter_elements(), 0);
+    ++traces;
+  }
+  EXPECT_GE(traces, 7);
+}
+
+TEST(TraceRecorder, AnSpmdRunIsStoredOnceForAllRanksWithItsCollectives) {
+  DistributedRunOptions options;
+  options.model = "gpt-tiny";
+  options.seed = 3;
+  options.world = 2;
+  options.steps = 2;
+  options.config.zero.stage = 3;
+  const DistributedRunResult run = run_distributed(options);
+  ASSERT_TRUE(run.sim.all_ok()) << run.sim.summary();
+  const Trace trace = record_training_trace(options, run.sim.event_log);
+  EXPECT_FALSE(trace.divergent());
+  ASSERT_EQ(trace.steps.size(), 1u);  // two identical steps: one entry repeated
+  EXPECT_EQ(trace.steps[0].repeat, 2);
+  ASSERT_EQ(trace.collectives.size(), 1u);
+  EXPECT_FALSE(trace.collectives[0].empty());
+  ASSERT_TRUE(trace.run.has_value());
+  const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "recorded.json");
+  EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
+}
+
+TEST(TraceRecorder, AnMoeRunWhoseRanksRouteDifferentlyKeepsPerRankEvents) {
+  DistributedRunOptions options;
+  options.model = "moe-tiny";
+  options.seed = 1;
+  options.world = 4;
+  options.steps = 1;
+  options.config.zero.stage = 3;
+  options.config.zero.leaf_modules = {"moe"};  // the leaf policy lets the ZeRO-3 run itself finish
+  const DistributedRunResult run = run_distributed(options);
+  const Trace trace = record_training_trace(options, run.sim.event_log);
+  EXPECT_TRUE(trace.divergent());
+  EXPECT_EQ(trace.divergent_ranks(), 4);
+  EXPECT_NO_THROW(read_trace(nlohmann::json::parse(trace_to_text(trace)), "moe.json"));
+}
+
+}  // namespace
+}  // namespace zero3
