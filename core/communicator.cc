@@ -38,4 +38,16 @@ std::string describe(const CollectiveSignature& signature) {
   return text;
 }
 
+int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world) {
+  const int64_t block_bytes = signature.count * dtype_bytes(signature.dtype);
+  switch (signature.op) {
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter: return block_bytes * world;
+    case CollectiveOp::all_reduce:
+    case CollectiveOp::broadcast: return block_bytes;
+    case CollectiveOp::barrier: return 0;
+  }
+  return 0;
+}
+
 }  // namespace zero3

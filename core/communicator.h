@@ -48,6 +48,9 @@ struct CollectiveSignature {
   bool operator==(const CollectiveSignature&) const = default;
 };
 std::string describe(const CollectiveSignature& signature);
+// Bytes of the whole buffer a collective moves: count * world elements for all-gather and
+// reduce-scatter, count for all-reduce and broadcast, none for a barrier.
+int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world);
 
 // Handle of an asynchronous collective. The output buffer must not be read before wait().
 class Work {

@@ -60,8 +60,8 @@ struct PropertyResult {
   int64_t failing_case = 0;  // 1-based number of the first failing case
   int64_t shrinks_tried = 0;
   int64_t shrinks_accepted = 0;
-  // With an injection: cases that failed without it too (an engine failure of its own, not
-  // credited to the injection, so not counterexamples of it).
+  // With an injection: cases (shrink candidates included) that failed without it too — a failure
+  // of the engine itself, not credited to the injection, so never a counterexample of it.
   int64_t failing_without_injection = 0;
   FuzzCase counterexample{};  // shrunk, the injection applied
   std::string message{};

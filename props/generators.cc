@@ -72,7 +72,8 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
 }
 
 rc::Gen<uint64_t> gen_seed() {
-  return rc::gen::noShrink(rc::gen::map(gen_uniform(0, 1'000'000'000), [](int64_t seed) { return static_cast<uint64_t>(seed); }));
+  return rc::gen::noShrink(
+      rc::gen::map(gen_uniform(0, 1'000'000'000), [](int64_t seed) { return static_cast<uint64_t>(seed); }));
 }
 
 rc::Gen<int64_t> gen_steps() { return rc::gen::weightedElement<int64_t>({{2, 1}, {3, 2}, {1, 3}}); }

@@ -63,10 +63,11 @@ TEST(PlaceholderPolicies, OnlyTheErrorPolicyNeverFailsSilently) {
     }
   }
   for (auto& [policy, counts] : outcomes) {
-    std::printf("placeholder %-6s over %d cases: %3d equal, %3d specific error, %3d silent mismatch (%.1f%%), %d other\n",
-                placeholder_policy_name(policy), kCases, counts[RunOutcome::equal], counts[RunOutcome::specific_error],
-                counts[RunOutcome::silent_mismatch], 100.0 * counts[RunOutcome::silent_mismatch] / kCases,
-                counts[RunOutcome::unspecific_error]);
+    std::printf(
+        "placeholder %-6s over %d cases: %3d equal, %3d specific error, %3d silent mismatch (%.1f%%), %d other\n",
+        placeholder_policy_name(policy), kCases, counts[RunOutcome::equal], counts[RunOutcome::specific_error],
+        counts[RunOutcome::silent_mismatch], 100.0 * counts[RunOutcome::silent_mismatch] / kCases,
+        counts[RunOutcome::unspecific_error]);
   }
   EXPECT_EQ(outcomes[PlaceholderPolicy::error][RunOutcome::silent_mismatch], 0);
   EXPECT_GT(outcomes[PlaceholderPolicy::empty][RunOutcome::silent_mismatch], 0);

@@ -92,8 +92,12 @@ class FaultableAllocator : public Allocator {
 // The system under test on one rank: the tiny model under a real engine.
 struct LifecycleSut {
   LifecycleSut(SimRank& sim, const LifecycleSettings& settings)
-      : allocator(sim.allocator()), built(build_tiny()), engine(init(built), sim.comm(), allocator, engine_config(settings)),
-        ctx(sim.kernels(), &engine, sim.rank()), rank(sim.rank()), world(sim.world()) {
+      : allocator(sim.allocator()),
+        built(build_tiny()),
+        engine(init(built), sim.comm(), allocator, engine_config(settings)),
+        ctx(sim.kernels(), &engine, sim.rank()),
+        rank(sim.rank()),
+        world(sim.world()) {
     for (const std::string& name : kModuleNames) modules.push_back(find_module(built.model->root(), name));
     engine.begin_step(ctx, 0);
     engine.begin_micro_step(ctx);
@@ -169,7 +173,8 @@ struct Enter : LifecycleCommand {
   }
   void apply(LifecycleModel& model) const override { model.enter(module); }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    run_checked(*this, model, sut, [&] { sut.invocations.push_back(sut.ctx.enter_module(*sut.modules[static_cast<size_t>(module)])); });
+    run_checked(*this, model, sut,
+                [&] { sut.invocations.push_back(sut.ctx.enter_module(*sut.modules[static_cast<size_t>(module)])); });
   }
   void show(std::ostream& os) const override { os << "Enter(\"" << kModuleNames[static_cast<size_t>(module)] << "\")"; }
 };
@@ -289,7 +294,8 @@ rc::Gen<LifecycleSettings> gen_settings() {
     settings.world = *rc::gen::element(1, 2, 3, 4);
     settings.prefetch_and_reuse = *rc::gen::element(false, true);
     settings.persistence_threshold = *rc::gen::element<int64_t>(0, 2, 3);
-    settings.placeholder = *rc::gen::element(PlaceholderPolicy::error, PlaceholderPolicy::empty, PlaceholderPolicy::scalar);
+    settings.placeholder =
+        *rc::gen::element(PlaceholderPolicy::error, PlaceholderPolicy::empty, PlaceholderPolicy::scalar);
     return settings;
   });
 }

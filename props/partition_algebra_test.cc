@@ -43,7 +43,8 @@ RC_GTEST_PROP(PartitionAlgebra, EveryElementIsOwnedExactlyOnceAndPaddingIsZero, 
     RC_ASSERT(shard.numel() == shard_numel(numel, world));
     for (int64_t i = 0; i < shard.numel(); ++i) {
       const bool owned = range.begin + i < range.end;
-      RC_ASSERT(shard.values()[static_cast<size_t>(i)] == (owned ? full.values()[static_cast<size_t>(range.begin + i)] : 0.0f));
+      RC_ASSERT(shard.values()[static_cast<size_t>(i)] ==
+                (owned ? full.values()[static_cast<size_t>(range.begin + i)] : 0.0f));
       if (owned) owners[static_cast<size_t>(range.begin + i)]++;
     }
   }
@@ -83,7 +84,8 @@ RC_GTEST_PROP(PartitionAlgebra, ReduceScatterOfPackedGradientsSumsEachOwnedEleme
   const int world = *rc::gen::inRange(1, 12);
   const auto numels = *rc::gen::resize(5, rc::gen::container<std::vector<int64_t>>(gen_numel(world)));
   std::vector<BucketEntry> entries;
-  for (size_t i = 0; i < numels.size(); ++i) entries.push_back({.param_id = static_cast<int64_t>(i), .numel = numels[i]});
+  for (size_t i = 0; i < numels.size(); ++i)
+    entries.push_back({.param_id = static_cast<int64_t>(i), .numel = numels[i]});
   const BucketLayout layout(entries, world);
   // Rank r's gradient of parameter i is numbered from 100 * r; the sum over ranks is known exactly.
   std::vector<float> summed(static_cast<size_t>(layout.block_numel() * world), 0.0f);
@@ -96,14 +98,16 @@ RC_GTEST_PROP(PartitionAlgebra, ReduceScatterOfPackedGradientsSumsEachOwnedEleme
   }
   for (int rank = 0; rank < world; ++rank) {
     const auto begin = summed.begin() + rank * layout.block_numel();
-    const Tensor block = Tensor::from_values({layout.block_numel()}, std::vector<float>(begin, begin + layout.block_numel()));
+    const Tensor block =
+        Tensor::from_values({layout.block_numel()}, std::vector<float>(begin, begin + layout.block_numel()));
     for (size_t i = 0; i < numels.size(); ++i) {
       const Tensor shard = layout.shard_of(block, i);
       const ShardRange range = shard_range(numels[i], world, rank);
       for (int64_t k = 0; k < shard.numel(); ++k) {
         const int64_t element = range.begin + k;
         float expected = 0.0f;
-        for (int r = 0; r < world && element < range.end; ++r) expected += 100.0f * static_cast<float>(r) + static_cast<float>(element + 1);
+        for (int r = 0; r < world && element < range.end; ++r)
+          expected += 100.0f * static_cast<float>(r) + static_cast<float>(element + 1);
         RC_ASSERT(shard.values()[static_cast<size_t>(k)] == expected);
       }
     }

@@ -80,8 +80,8 @@ ClassifiedRun classify_run(const FuzzCase& fuzz_case) {
     return {typed ? RunOutcome::specific_error : RunOutcome::unspecific_error, root_cause_text(zero3.sim)};
   }
   const DistributedRunResult reference = run_distributed(reference_options(fuzz_case));
-  if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences_from_reference(fuzz_case, zero3, reference)};
   const std::string differences = differences_from_reference(fuzz_case, zero3, reference);
+  if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences};
   return {differences.empty() ? RunOutcome::equal : RunOutcome::silent_mismatch, differences};
 }
 
@@ -93,7 +93,9 @@ Verdict check_equivalence(const FuzzCase& fuzz_case) {
   return {};
 }
 
-Verdict check_no_silent_failure(const FuzzCase& fuzz_case) { return no_silent_failure_verdict(classify_run(fuzz_case)); }
+Verdict check_no_silent_failure(const FuzzCase& fuzz_case) {
+  return no_silent_failure_verdict(classify_run(fuzz_case));
+}
 
 Verdict no_silent_failure_verdict(const ClassifiedRun& run) {
   if (run.outcome == RunOutcome::silent_mismatch) return fail("silent failure: the run completed, but " + run.detail);
@@ -163,11 +165,13 @@ Verdict check_determinism(const FuzzCase& fuzz_case) {
                 hex64(second.sim.event_log_hash));
   }
   if (first.sim.root_cause_rank != second.sim.root_cause_rank || first.sim.root_cause() != second.sim.root_cause()) {
-    return fail("the same case ended differently: '" + first.sim.root_cause() + "' vs '" + second.sim.root_cause() + "'");
+    return fail("the same case ended differently: '" + first.sim.root_cause() + "' vs '" + second.sim.root_cause() +
+                "'");
   }
   if (first.sim.all_ok()) {
     const StateComparison comparison = compare_runs(first, second, param_names(fuzz_case));
-    if (!comparison.bitwise_equal) return fail("the same case trained to different states:\n" + comparison.first_differences);
+    if (!comparison.bitwise_equal)
+      return fail("the same case trained to different states:\n" + comparison.first_differences);
   }
   return {};
 }

@@ -15,18 +15,6 @@ namespace zero3 {
 
 namespace {
 
-int64_t collective_bytes(const CollectiveSignature& signature, int world) {
-  const int64_t block_bytes = signature.count * dtype_bytes(signature.dtype);
-  switch (signature.op) {
-    case CollectiveOp::all_gather:
-    case CollectiveOp::reduce_scatter: return block_bytes * world;
-    case CollectiveOp::all_reduce:
-    case CollectiveOp::broadcast: return block_bytes;
-    case CollectiveOp::barrier: return 0;
-  }
-  return 0;
-}
-
 std::string where(const CollectiveCall& call, int64_t sequence) {
   return std::string(collective_op_name(call.signature.op)) + " #" + std::to_string(sequence) + " (" +
          describe(call.site) + ")";
@@ -145,7 +133,7 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
     return;
   }
   const CollectiveCall& call = slot.arrivals[0].call;
-  const int64_t bytes = collective_bytes(call.signature, world_);
+  const int64_t bytes = collective_buffer_bytes(call.signature, world_);
   const double jitter = 1.0 + jitter_fraction_ * scheduler_.schedule_rng().next_uniform();
   double duration_s = collective_time_s(hardware_, call.signature.op, bytes, world_) * jitter;
   const auto site = [&] { return where(call, slot.sequence); };
@@ -203,7 +191,7 @@ void CollectiveMatcher::record_completion(int rank, const CollectiveSlot& slot) 
                           {"op", collective_op_name(call.signature.op)},
                           {"dtype", dtype_name(call.signature.dtype)},
                           {"count", call.signature.count},
-                          {"bytes", collective_bytes(call.signature, world_)},
+                          {"bytes", collective_buffer_bytes(call.signature, world_)},
                           {"meta", call.meta},
                           {"module", call.site.module},
                           {"params", call.site.params},

@@ -68,10 +68,12 @@ void save_counterexample(const FuzzFlags& flags, const PropertyResult& failure) 
 
 void run_fuzz_command(FuzzFlags& flags) {
   if (!flags.seed_given) flags.options.seed = std::random_device{}() % 1'000'000'000;
-  const size_t properties = flags.options.properties.empty() ? fuzz_properties().size() : flags.options.properties.size();
+  const size_t properties =
+      flags.options.properties.empty() ? fuzz_properties().size() : flags.options.properties.size();
   std::printf("zero3 fuzz seed=%llu cases=%lld per property, %zu properties, max-ranks=%d, inject=%s\n",
               static_cast<unsigned long long>(flags.options.seed), static_cast<long long>(flags.options.cases),
-              properties, flags.options.max_ranks, flags.options.inject.empty() ? "none" : flags.options.inject.c_str());
+              properties, flags.options.max_ranks,
+              flags.options.inject.empty() ? "none" : flags.options.inject.c_str());
   std::printf("  replay: %s\n", replay_command(flags).c_str());
   std::fflush(stdout);
   ProgressBar progress(flags.options.cases * static_cast<int64_t>(properties), "fuzz");
@@ -119,7 +121,9 @@ void add_fuzz_command(CLI::App& app) {
       "fuzz", "Property-based fuzzing of the ZeRO-3 engine against the DDP reference on generated models,\n"
               "configs, world sizes and faults; shrinks and saves counterexamples. Exit 2 on a counterexample.\n"
               "Example: zero3 fuzz --cases 200 --seed 7 --inject padding-uninitialized");
-  command->add_option("--cases", flags->options.cases, "cases per property")->capture_default_str()->check(CLI::Range(1, 1'000'000));
+  command->add_option("--cases", flags->options.cases, "cases per property")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1'000'000));
   command->add_option_function<uint64_t>("--seed", [flags](uint64_t seed) {
     flags->options.seed = seed;
     flags->seed_given = true;

@@ -27,18 +27,6 @@ void check_pair(const char* op, const Tensor& small, const Tensor& large, int wo
 
 }  // namespace
 
-int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world) {
-  const int64_t block_bytes = signature.count * dtype_bytes(signature.dtype);
-  switch (signature.op) {
-    case CollectiveOp::all_gather:
-    case CollectiveOp::reduce_scatter: return block_bytes * world;
-    case CollectiveOp::all_reduce:
-    case CollectiveOp::broadcast: return block_bytes;
-    case CollectiveOp::barrier: return 0;
-  }
-  return 0;
-}
-
 std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& signature, const CallSite& site,
                                                    std::initializer_list<const Tensor*> buffers) {
   for (const Tensor* buffer : buffers) {

@@ -50,7 +50,5 @@ class SymmetricCommunicator : public Communicator {
   std::vector<TraceCollective> log_;
 };
 
-// Bytes of the whole buffer a collective moves (as the simulator's recorder counts them).
-int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world);
 
 }  // namespace zero3
