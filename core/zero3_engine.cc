@@ -126,7 +126,7 @@ std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
 
 // ---- gathering and releasing ------------------------------------------------------------------
 
-void Zero3Engine::issue_gather(Context& ctx, Module& module, const std::vector<ParamState*>& params) {
+void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& params) {
   std::vector<BucketEntry> entries;
   for (const ParamState* state : params) entries.push_back({.param_id = state->param->id(), .numel = state->numel});
   auto pending = std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm_.world()), params, {}, {}, {}});
@@ -144,7 +144,6 @@ void Zero3Engine::issue_gather(Context& ctx, Module& module, const std::vector<P
                                          call_site(module.display_name(), params, phase_.c_str()));
   counters_.gathers++;
   pending_.push_back(std::move(pending));
-  (void)ctx;
 }
 
 void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
@@ -199,19 +198,19 @@ void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamSta
   int64_t bucket_elements = 0;
   for (ParamState* state : needed) {
     if (!bucket.empty() && bucket_elements + state->numel > config_.zero.prefetch_bucket_elements) {
-      issue_gather(ctx, module, bucket);
+      issue_gather(module, bucket);
       bucket.clear();
       bucket_elements = 0;
     }
     bucket.push_back(state);
     bucket_elements += state->numel;
   }
-  if (!bucket.empty()) issue_gather(ctx, module, bucket);
+  if (!bucket.empty()) issue_gather(module, bucket);
   for (int64_t id : event.param_ids) wait_for(ctx, *states_[id]);
-  prefetch_after(ctx, module);
+  prefetch_after(module);
 }
 
-void Zero3Engine::prefetch_after(Context& ctx, Module& module) {
+void Zero3Engine::prefetch_after(Module& module) {
   if (!config_.zero.overlap_comm) return;
   int64_t budget = config_.zero.prefetch_bucket_elements;
   int64_t inflight = 0;
@@ -227,7 +226,7 @@ void Zero3Engine::prefetch_after(Context& ctx, Module& module) {
     }
     if (to_prefetch.empty()) continue;
     if (elements > budget || live_elements_ + inflight + elements > config_.zero.max_live_elements) break;
-    issue_gather(ctx, module, to_prefetch);
+    issue_gather(module, to_prefetch);
     budget -= elements;
     inflight += elements;
     counters_.prefetched_params += static_cast<int64_t>(to_prefetch.size());
@@ -333,7 +332,7 @@ Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param)
     counters_.external_registrations++;
     state.active_uses++;  // `gatherer` is running; its end_use now counts this parameter too
     trace_.amend_last(&gatherer, param.id());
-    if (state.status == ParamStatus::not_available) issue_gather(ctx, gatherer, {&state});
+    if (state.status == ParamStatus::not_available) issue_gather(gatherer, {&state});
     wait_for(ctx, state);
   }
   if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {

@@ -106,12 +106,12 @@ class Zero3Engine : public ModuleHooks {
 
   // Lifecycle.
   void fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted);
-  void issue_gather(Context& ctx, Module& module, const std::vector<ParamState*>& params);
+  void issue_gather(Module& module, const std::vector<ParamState*>& params);
   void complete_gather(Context& ctx, PendingGather& pending);
   void wait_for(Context& ctx, ParamState& state);
   void release(Context& ctx, ParamState& state, Module& module);
   void release_unused_after(Context& ctx, Module& module, const std::vector<ParamState*>& params);
-  void prefetch_after(Context& ctx, Module& module);
+  void prefetch_after(Module& module);
   void invalidate_trace(Context& ctx, Module& module);
   std::vector<ParamState*> params_of(Module& module);
   bool is_leaf(const Module& module) const;

@@ -178,7 +178,7 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   }
   // Persistent parameters stay gathered between steps: gather their new values once.
   if (!persistent.empty()) {
-    issue_gather(ctx, model_.root(), persistent);
+    issue_gather(model_.root(), persistent);
     complete_gather(ctx, *pending_.back());
   }
 }

@@ -167,32 +167,36 @@ rc::Gen<std::string> gen_fault_plan(bool destructive) {
   return rc::gen::map(plan, [](const std::string& text) { return FaultPlan::parse(text).to_string(); });
 }
 
-rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits) {
+namespace {
+
+// The shape every case generator shares: a world, a model for it, a config fitted to the model,
+// a seed, a step count and a fault plan. `require_leaf_for_moe` asks for the leaf policy on
+// multi-rank MoE models (the SPMD cases); `destructive_faults` allows crashes and refused allocations.
+rc::Gen<FuzzCase> gen_case(const GenLimits& limits, bool raw_foreign, bool require_leaf_for_moe,
+                           bool destructive_faults) {
   return rc::gen::exec([=] {
     FuzzCase fuzz_case;
     fuzz_case.world = *gen_world(limits.max_ranks);
-    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = false, .require_moe = false});
+    fuzz_case.model_spec =
+        *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = raw_foreign, .require_moe = false});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
-    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && fuzz_case.world > 1});
+    fuzz_case.config = *gen_train_config(
+        facts, {.require_moe_leaf = require_leaf_for_moe && facts.has_moe && fuzz_case.world > 1});
     fuzz_case.seed = *gen_seed();
     fuzz_case.steps = *gen_steps();
-    fuzz_case.faults = *gen_fault_plan(/*destructive=*/false);
+    fuzz_case.faults = *gen_fault_plan(destructive_faults);
     return fuzz_case;
   });
 }
 
+}  // namespace
+
+rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits) {
+  return gen_case(limits, /*raw_foreign=*/false, /*require_leaf_for_moe=*/true, /*destructive_faults=*/false);
+}
+
 rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits) {
-  return rc::gen::exec([=] {
-    FuzzCase fuzz_case;
-    fuzz_case.world = *gen_world(limits.max_ranks);
-    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = true, .require_moe = false});
-    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
-    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
-    fuzz_case.seed = *gen_seed();
-    fuzz_case.steps = *gen_steps();
-    fuzz_case.faults = *gen_fault_plan(/*destructive=*/true);
-    return fuzz_case;
-  });
+  return gen_case(limits, /*raw_foreign=*/true, /*require_leaf_for_moe=*/false, /*destructive_faults=*/true);
 }
 
 rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits) {
