@@ -19,8 +19,9 @@ constexpr BugInfo kBugs[] = {
     {"invalidate-without-wait", "trace invalidation releases in-flight gathers without waiting"},
     {"release-while-in-use", "post-forward releases parameters an enclosing module still uses"},
     {"gas-scale-twice", "1/gradient_accumulation_steps applied per micro-step and again at the end"},
-    {"unused-params-skipped", "parameters without a gradient skip reduce-scatter"},
+    {"unused-params-skipped", "parameters without a gradient on this rank (unrouted experts) skip reduce-scatter"},
     {"missing-gather-wait", "a gathered parameter is used without waiting for its all-gather"},
+    {"resume-without-optimizer-state", "a resumed run restores master weights but zeroes the AdamW moments"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

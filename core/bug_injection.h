@@ -28,10 +28,16 @@ enum class Bug : uint8_t {
   release_while_in_use,
   // The 1/gradient_accumulation_steps scale is applied per micro-step and again at the end.
   gas_scale_twice,
-  // Only parameters that received a gradient take part in reduce-scatter.
+  // Only parameters that received a gradient on this rank take part in reduce-scatter, as with
+  // reduction driven by gradient hooks alone: an expert that no row was routed to on one rank
+  // never fires its hook there, so the ranks reduce different buckets (under NCCL a hang or a
+  // wrong sum; PyTorch DDP without find_unused_parameters fails the same way).
   unused_params_skipped,
   // A gathered parameter is marked AVAILABLE without waiting for its all-gather.
   missing_gather_wait,
+  // A resumed run restores the master weights but restarts the AdamW moments from zero, as when
+  // a sharded checkpoint is loaded without its optimizer state because the world size changed.
+  resume_without_optimizer_state,
   count_,
 };
 

@@ -25,6 +25,10 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     // Copies: several ranks of one process may load from the same tensors.
     state.slot = {loaded.master.clone().reshape({ps}), loaded.exp_avg.clone().reshape({ps}),
                   loaded.exp_avg_sq.clone().reshape({ps})};
+    if (bugs_.on(Bug::resume_without_optimizer_state)) {
+      state.slot.exp_avg = Tensor::zeros({ps});
+      state.slot.exp_avg_sq = Tensor::zeros({ps});
+    }
     state.shard = state.slot.master.to_dtype(compute_dtype_);
     ZERO3_CHECK(state.status != ParamStatus::inflight, "'" + state.param->name() + "' is in flight");
     // A gathered copy holds the old value; releasing it makes the next use gather the new one.

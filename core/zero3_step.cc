@@ -73,6 +73,8 @@ void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
     // ready now too, with zero gradients, so every rank fills the same buckets.
     for (Parameter* param : module.all_parameters()) {
       ParamState* state = states_[param->id()].get();
+      // The bug: only hooks that fired reduce; a peer that routed rows here reduces this expert alone.
+      if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*param).defined()) continue;
       const bool queued = std::find(reduce_bucket_.begin(), reduce_bucket_.end(), state) != reduce_bucket_.end();
       if (!queued && !state->reduced && state->remaining_grad_uses == 0) reduce_bucket_.push_back(state);
     }

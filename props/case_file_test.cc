@@ -20,6 +20,28 @@ RC_GTEST_PROP(CaseFile, EveryGeneratedCaseRoundTripsThroughItsCaseFile, ()) {
   RC_ASSERT(case_file_json(read, "equivalence", "why").dump() == file);
 }
 
+RC_GTEST_PROP(CaseFile, EveryCheckpointCaseRoundTripsThroughItsCaseFile, ()) {
+  const FuzzCase original = *gen_checkpoint_case({.max_ranks = 16});
+  const std::string file = case_file_json(original, "checkpoint-round-trip", "why").dump();
+  const FuzzCase read = case_from_file_json(nlohmann::json::parse(file), "case.json");
+  RC_ASSERT(read.checkpoint == original.checkpoint);
+  RC_ASSERT(case_file_json(read, "checkpoint-round-trip", "why").dump() == file);
+}
+
+TEST(CaseFile, ACheckpointStepOutsideTheRunIsAnInputErrorNamingThePath) {
+  FuzzCase fuzz_case{.model_spec = {{"zero3_model_spec", 1}}, .steps = 3};
+  fuzz_case.checkpoint = {.save_at_step = 1, .resume_world = 2};
+  nlohmann::json file = case_file_json(fuzz_case, "checkpoint-round-trip", "");
+  file["run"]["checkpoint"]["save_at_step"] = 3;  // the last step: nothing left to resume
+  try {
+    case_from_file_json(file, "bad.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("bad.json: at /run/checkpoint/save_at_step: expected an integer", 0), 0u)
+        << error.what();
+  }
+}
+
 TEST(CaseFile, AMalformedCaseFileIsAnInputErrorNamingThePath) {
   nlohmann::json file = case_file_json(FuzzCase{.model_spec = {{"zero3_model_spec", 1}}}, "equivalence", "");
   file["run"]["world"] = 0;

@@ -31,17 +31,21 @@ DistributedRunOptions reference_options(const FuzzCase& fuzz_case) {
 }
 
 nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& property, const std::string& message) {
+  nlohmann::json run = {{"world", fuzz_case.world},
+                        {"seed", fuzz_case.seed},
+                        {"steps", fuzz_case.steps},
+                        {"config", train_config_to_json(fuzz_case.config)},
+                        {"inject", fuzz_case.inject},
+                        {"faults", fuzz_case.faults}};
+  if (fuzz_case.checkpoint.save_at_step > 0) {
+    run["checkpoint"] = {{"save_at_step", fuzz_case.checkpoint.save_at_step},
+                         {"resume_world", fuzz_case.checkpoint.resume_world}};
+  }
   return {
       {"zero3_trace", 1},
       {"source", "fuzz"},
       {"model_spec", fuzz_case.model_spec},
-      {"run",
-       {{"world", fuzz_case.world},
-        {"seed", fuzz_case.seed},
-        {"steps", fuzz_case.steps},
-        {"config", train_config_to_json(fuzz_case.config)},
-        {"inject", fuzz_case.inject},
-        {"faults", fuzz_case.faults}}},
+      {"run", run},
       {"expected", {{"property", property}, {"message", message}}},
   };
 }
@@ -54,7 +58,7 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
   root.at("model_spec").expect_object();
   fuzz_case.model_spec = root.at("model_spec").json();
   const JsonReader run = root.at("run");
-  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults"});
+  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint"});
   fuzz_case.world = static_cast<int>(run.at("world").as_int(1, 4096));
   fuzz_case.seed = static_cast<uint64_t>(run.at("seed").as_int(0, INT64_MAX));
   fuzz_case.steps = run.at("steps").as_int(1, 1 << 20);
@@ -67,6 +71,13 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
     parse_bug(fuzz_case.inject.back());
   }
   fuzz_case.faults = FaultPlan::parse(run.at("faults").as_string()).to_string();
+  if (run.has("checkpoint")) {
+    const JsonReader checkpoint = run.at("checkpoint");
+    checkpoint.expect_only_keys({"save_at_step", "resume_world"});
+    if (fuzz_case.steps < 2) run.at("steps").fail("at least 2 steps, so that a checkpoint falls between them");
+    fuzz_case.checkpoint.save_at_step = checkpoint.at("save_at_step").as_int(1, fuzz_case.steps - 1);
+    fuzz_case.checkpoint.resume_world = static_cast<int>(checkpoint.at("resume_world").as_int(1, 4096));
+  }
   return fuzz_case;
 }
 
@@ -97,6 +108,10 @@ std::string describe(const FuzzCase& fuzz_case) {
                      std::to_string(fuzz_case.world) + ", " + std::to_string(fuzz_case.steps) + " steps, gas " +
                      std::to_string(fuzz_case.config.gradient_accumulation_steps);
   if (fuzz_case.faults != "none") text += ", faults " + fuzz_case.faults;
+  if (fuzz_case.checkpoint.save_at_step > 0) {
+    text += ", saved at step " + std::to_string(fuzz_case.checkpoint.save_at_step) + " and resumed on W=" +
+            std::to_string(fuzz_case.checkpoint.resume_world);
+  }
   return text;
 }
 

@@ -18,6 +18,14 @@
 
 namespace zero3 {
 
+// For the checkpoint round trip: save after `save_at_step` steps, then resume on `resume_world`
+// ranks and train to the case's last step. save_at_step 0: no checkpoint in this case.
+struct CheckpointPlan {
+  int64_t save_at_step = 0;
+  int resume_world = 1;
+  bool operator==(const CheckpointPlan&) const = default;
+};
+
 struct FuzzCase {
   nlohmann::json model_spec = nullptr;
   int world = 1;
@@ -26,14 +34,17 @@ struct FuzzCase {
   TrainConfig config{};
   std::vector<std::string> inject{};  // Bug names (core/bug_injection.h) switched on in the engine
   std::string faults = "none";        // FaultPlan::to_string()
+  CheckpointPlan checkpoint{};
 };
 
-// The ZeRO-3 run of the case: its config, bugs and faults as given.
+// The ZeRO-3 run of the case: its config, bugs and faults as given (no checkpoint: the checkpoint
+// property sets the save and load fields itself).
 DistributedRunOptions run_options(const FuzzCase& fuzz_case);
 // The DDP reference for the case: the same model, seed, world and data, stage 0, no bugs, no faults.
 DistributedRunOptions reference_options(const FuzzCase& fuzz_case);
 
-// {"zero3_trace": 1, "source": "fuzz", "model_spec": ..., "run": {...}, "expected": {...}}
+// {"zero3_trace": 1, "source": "fuzz", "model_spec": ..., "run": {...}, "expected": {...}};
+// run.checkpoint {"save_at_step", "resume_world"} only when the case has one.
 nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& property, const std::string& message);
 // Reads a case file back; InputError naming `source`, the JSON path and what was expected.
 FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& source);

@@ -152,6 +152,8 @@ const std::vector<FuzzProperty>& fuzz_properties() {
        gen_divergent_case, check_collective_agreement},
       {"lifecycle", "SPMD cases: lifecycle invariants at every hook on every rank", gen_spmd_case, check_lifecycle},
       {"determinism", "any case run twice: the same event-log hash and result", gen_any_case, check_determinism},
+      {"checkpoint-round-trip", "SPMD cases: save at step k on W1, resume on W2, equal to the reference",
+       gen_checkpoint_case, check_checkpoint_round_trip},
   };
   return properties;
 }

@@ -28,7 +28,8 @@ struct FuzzProperty {
   rc::Gen<FuzzCase> (*generate)(const GenLimits&);
   Verdict (*check)(const FuzzCase&);
 };
-// equivalence, no-silent-failure, collective-agreement, lifecycle, determinism (in this order).
+// equivalence, no-silent-failure, collective-agreement, lifecycle, determinism,
+// checkpoint-round-trip (in this order).
 const std::vector<FuzzProperty>& fuzz_properties();
 // InputError listing the names when there is no such property.
 const FuzzProperty& find_fuzz_property(const std::string& name);

@@ -229,4 +229,22 @@ rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits) {
   });
 }
 
+rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case = *gen_spmd_case(limits);
+    // Resharding to another world size is the interesting case; the same world size comes up too.
+    const int resume_world =
+        *rc::gen::weightedOneOf<int>({{1, rc::gen::just(fuzz_case.world)}, {2, gen_world(limits.max_ranks)}});
+    // MoE must be a leaf wherever more than one rank runs it, on either side of the checkpoint.
+    std::vector<std::string>& leaves = fuzz_case.config.zero.leaf_modules;
+    if (resume_world > 1 && model_facts(fuzz_case.model_spec, {}).has_moe &&
+        std::find(leaves.begin(), leaves.end(), "moe") == leaves.end()) {
+      leaves.push_back("moe");
+    }
+    fuzz_case.steps = *gen_uniform(2, 5);
+    fuzz_case.checkpoint = {.save_at_step = *gen_uniform(1, fuzz_case.steps), .resume_world = resume_world};
+    return fuzz_case;
+  });
+}
+
 }  // namespace zero3

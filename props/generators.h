@@ -62,5 +62,8 @@ rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits);
 rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
 // Rank-divergent: W >= 2, at least one MoE, no leaf modules.
 rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);
+// SPMD with a CheckpointPlan: 2..4 steps, a save step in between and a world size to resume on
+// (the same one a third of the time); MoE layers are leaves whenever either world size is above 1.
+rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits);
 
 }  // namespace zero3

@@ -21,24 +21,12 @@ constexpr PolicyInjection kPolicyInjections[] = {
      "raw handles to partitioned parameters show a [1] tensor of 1.0 (DeepSpeed 2021): x * p -> x"},
 };
 
-// Only parameters that no rank used reach the end-of-micro-step sweep where the bug skips them: a
-// leaf marks every parameter of its subtree ready at its own post-backward (zeros where this rank
-// routed nothing), and outside leaves either every rank uses the same parameters or the ranks
-// already issue different gathers and bucket sizes before the sweep. Skipping a parameter that no
-// rank used is the same as reducing its zeros.
-constexpr const char* kUnusedParamsSkippedUnobservable =
-    "only parameters unused on every rank reach the sweep that skips them, and skipping those equals "
-    "reducing zeros; data-dependent use is either inside a leaf (marked ready with zeros at the leaf's "
-    "post-backward) or already diverges in earlier gathers";
-
 }  // namespace
 
 std::vector<Injection> all_injections() {
   std::vector<Injection> injections;
   for (Bug bug : all_bugs()) {
-    Injection injection{bug_name(bug), bug_description(bug)};
-    if (bug == Bug::unused_params_skipped) injection.unobservable_because = kUnusedParamsSkippedUnobservable;
-    injections.push_back(injection);
+    injections.push_back({bug_name(bug), bug_description(bug)});
   }
   for (const PolicyInjection& policy : kPolicyInjections) injections.push_back({policy.name, policy.description});
   return injections;

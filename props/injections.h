@@ -15,9 +15,6 @@ namespace zero3 {
 struct Injection {
   std::string name;  // a Bug name, or placeholder-empty / placeholder-scalar
   std::string description;
-  // Why no run of the current engine can tell this injection from the correct engine; empty for
-  // every injection the suite must catch.
-  std::string unobservable_because{};
 };
 
 // Every Bug in declaration order, then placeholder-empty and placeholder-scalar.

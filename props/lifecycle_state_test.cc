@@ -4,10 +4,14 @@
 // ranks, and after every command each parameter's status and the live elements equal what
 // LifecycleModel (lifecycle_model.h) predicts; every value a use returns is this rank's master
 // shard where it owns it; a raw use of a partitioned parameter obeys the placeholder policy; an
-// armed allocation fault ends the sequence in an OutOfMemoryError at the next gather.
+// armed allocation fault ends the sequence in an OutOfMemoryError at the next gather. With each
+// lifecycle bug of core/bug_injection.h injected, the same property finds a failing sequence.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
 #include <rapidcheck/state.h>
+
+#include <cstdio>
 
 #include "core/errors.h"
 #include "core/model_zoo.h"
@@ -91,10 +95,10 @@ class FaultableAllocator : public Allocator {
 
 // The system under test on one rank: the tiny model under a real engine.
 struct LifecycleSut {
-  LifecycleSut(SimRank& sim, const LifecycleSettings& settings)
+  LifecycleSut(SimRank& sim, const LifecycleSettings& settings, const BugInjections& bugs)
       : allocator(sim.allocator()),
         built(build_tiny()),
-        engine(init(built), sim.comm(), allocator, engine_config(settings)),
+        engine(init(built), sim.comm(), allocator, engine_config(settings), bugs),
         ctx(sim.kernels(), &engine, sim.rank()),
         rank(sim.rank()),
         world(sim.world()) {
@@ -323,18 +327,54 @@ rc::Gen<std::shared_ptr<const LifecycleCommand>> gen_command(const LifecycleMode
   return rc::gen::weightedOneOf<std::shared_ptr<const LifecycleCommand>>({{6, enter}, {1, raw}, {1, fault}});
 }
 
-RC_GTEST_PROP(LifecycleStateMachine, TheEngineFollowsTheLifecycleModelThroughAnyCommandSequence, ()) {
+// The property: generated settings and a command sequence, run on every rank of a simulated world.
+void check_a_command_sequence(const BugInjections& bugs) {
   const LifecycleSettings settings = *gen_settings();
   const LifecycleModel initial = initial_model(settings);
   // Generated here, in the test thread; every rank then runs the same sequence.
   const auto commands = *rc::state::gen::commands(initial, gen_command);
   SimWorld world({.world = settings.world, .seed = 1, .fiber_stack_bytes = 1 << 20});
   const SimResult result = world.run([&](SimRank& sim) {
-    LifecycleSut sut(sim, settings);
+    LifecycleSut sut(sim, settings, bugs);
     rc::state::runAll(commands, initial, sut);
   });
   if (!result.all_ok()) {
     std::rethrow_exception(result.ranks[static_cast<size_t>(result.root_cause_rank)].exception);
+  }
+}
+
+RC_GTEST_PROP(LifecycleStateMachine, TheEngineFollowsTheLifecycleModelThroughAnyCommandSequence, ()) {
+  check_a_command_sequence({});
+}
+
+// The bugs that break the lifecycle itself (the others live in gradients, buckets and checkpoints,
+// which the stateful test does not model; gather-gated-on-numel needs a zero-sized parameter).
+TEST(LifecycleStateMachine, FindsAFailingSequenceForEveryLifecycleBug) {
+  constexpr int kSequences = 300;
+  for (Bug bug : {Bug::external_not_registered, Bug::invalidate_without_wait, Bug::release_while_in_use,
+                  Bug::missing_gather_wait}) {
+    BugInjections bugs;
+    bugs.set(bug);
+    rc::detail::TestParams params;
+    params.seed = 20240601;
+    params.maxSuccess = kSequences;
+    params.maxSize = 100;
+    rc::detail::TestListenerAdapter quiet;
+    const rc::detail::TestResult result = rc::detail::checkProperty(
+        rc::detail::toProperty([&] { check_a_command_sequence(bugs); }), {.id = bug_name(bug), .description = ""},
+        params, quiet, {});
+    const bool caught = result.is<rc::detail::FailureResult>();
+    EXPECT_TRUE(caught) << bug_name(bug) << ": no failing sequence in " << kSequences << " sequences";
+    if (!caught) continue;
+    const auto& failure = result.get<rc::detail::FailureResult>();
+    std::printf("%-24s caught at sequence %d: %s\n", bug_name(bug), failure.numSuccess + 1, failure.description.c_str());
+    for (const auto& [type, value] : failure.counterExample) {
+      std::string indented = value;
+      for (size_t at = indented.find('\n'); at != std::string::npos; at = indented.find('\n', at + 1)) {
+        indented.insert(at + 1, "    ");
+      }
+      std::printf("    %s\n", indented.c_str());
+    }
   }
 }
 

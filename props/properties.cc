@@ -1,8 +1,12 @@
 // The harness's properties as functions of a case (see properties.h).
 #include "props/properties.h"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 
+#include "core/checkpoint.h"
 #include "core/errors.h"
 #include "core/hash.h"
 #include "core/model_zoo.h"
@@ -58,6 +62,40 @@ std::string differences_from_reference(const FuzzCase& fuzz_case, const Distribu
 
 std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3) {
   return differences_from_reference(fuzz_case, zero3, run_distributed(reference_options(fuzz_case)));
+}
+
+// A fresh folder under the system's temp folder, removed with all it holds when done.
+class ScratchFolder {
+ public:
+  ScratchFolder() {
+    static int64_t count = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("zero3-checkpoint-property-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Two full states (master weights and moments by id) bit for bit; empty when equal.
+std::string state_differences(const FuzzCase& fuzz_case, std::vector<OptimizerSlot> actual,
+                              std::vector<OptimizerSlot> expected) {
+  DistributedRunResult a, b;
+  a.final_state = std::move(actual);
+  b.final_state = std::move(expected);
+  const StateComparison comparison = compare_runs(a, b, param_names(fuzz_case));
+  if (comparison.bitwise_equal) return "";
+  return "#wrong " + std::to_string(comparison.wrong) + ", max diff " + std::to_string(comparison.max_abs_diff) +
+         ":\n" + comparison.first_differences;
 }
 
 }  // namespace
@@ -172,6 +210,57 @@ Verdict check_determinism(const FuzzCase& fuzz_case) {
     const StateComparison comparison = compare_runs(first, second, param_names(fuzz_case));
     if (!comparison.bitwise_equal)
       return fail("the same case trained to different states:\n" + comparison.first_differences);
+  }
+  return {};
+}
+
+Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
+  const CheckpointPlan& plan = fuzz_case.checkpoint;
+  if (plan.save_at_step < 1 || plan.save_at_step >= fuzz_case.steps) {
+    return fail("the case has no checkpoint between its steps (save_at_step " + std::to_string(plan.save_at_step) +
+                " of " + std::to_string(fuzz_case.steps) + ")");
+  }
+  const std::string at_k = "step " + std::to_string(plan.save_at_step);
+  const ScratchFolder scratch;
+
+  // ZeRO-3 on W1 saves at step k and trains on; the DDP reference does the same.
+  DistributedRunOptions zero3_saving = run_options(fuzz_case);
+  zero3_saving.save_checkpoint = scratch / "zero3";
+  zero3_saving.save_at_step = plan.save_at_step;
+  DistributedRunOptions reference_saving = reference_options(fuzz_case);
+  reference_saving.save_checkpoint = scratch / "reference";
+  reference_saving.save_at_step = plan.save_at_step;
+  const DistributedRunResult uninterrupted = run_distributed(zero3_saving);
+  if (!uninterrupted.sim.all_ok()) return fail("ZeRO-3 failed in the run that saves at " + at_k + ", " + root_cause_text(uninterrupted.sim));
+  const DistributedRunResult reference = run_distributed(reference_saving);
+  std::string differences = differences_from_reference(fuzz_case, uninterrupted, reference);
+  if (!differences.empty()) return fail("the run that saved at " + at_k + ": " + differences);
+
+  // Consolidation: the sharded checkpoint, rewritten whole, holds the reference's state at step k.
+  consolidate_checkpoint(scratch / "zero3", scratch / "consolidated");
+  differences = state_differences(fuzz_case, read_checkpoint(scratch / "consolidated").full,
+                                  read_checkpoint(scratch / "reference").full);
+  if (!differences.empty()) return fail("the consolidated checkpoint differs from the DDP reference at " + at_k + " (" + differences + ")");
+
+  // Resume on W2: ZeRO-3 from its sharded checkpoint, the reference from its own.
+  FuzzCase resumed_case = fuzz_case;
+  resumed_case.world = plan.resume_world;
+  DistributedRunOptions zero3_resuming = run_options(resumed_case);
+  zero3_resuming.load_checkpoint = scratch / "zero3";
+  DistributedRunOptions reference_resuming = reference_options(resumed_case);
+  reference_resuming.load_checkpoint = scratch / "reference";
+  const std::string resumed_on = "resumed at " + at_k + " on W=" + std::to_string(plan.resume_world);
+  const DistributedRunResult resumed = run_distributed(zero3_resuming);
+  if (!resumed.sim.all_ok()) return fail("ZeRO-3 " + resumed_on + " failed, " + root_cause_text(resumed.sim));
+  differences = differences_from_reference(resumed_case, resumed, run_distributed(reference_resuming));
+  if (!differences.empty()) return fail("ZeRO-3 " + resumed_on + ": " + differences);
+  if (plan.resume_world == fuzz_case.world) {
+    DistributedRunResult later_steps = uninterrupted;
+    later_steps.steps.erase(later_steps.steps.begin(), later_steps.steps.begin() + plan.save_at_step);
+    const StateComparison comparison = compare_runs(resumed, later_steps, param_names(fuzz_case));
+    if (!comparison.bitwise_equal) {
+      return fail("ZeRO-3 " + resumed_on + " differs from the uninterrupted run:\n" + comparison.first_differences);
+    }
   }
   return {};
 }

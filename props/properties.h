@@ -10,6 +10,10 @@
 //                       report on every rank (or, if routing happened to agree, equals the
 //                       reference); with the leaf policy it trains and equals the reference.
 //   determinism         any case run twice: the same event-log hash, outcome and final state.
+//   checkpoint-round-trip  SPMD case with a CheckpointPlan: ZeRO-3 saving at step k on W1 and
+//                       resuming on W2 equals the DDP reference doing the same from its own
+//                       checkpoint (and, when W2 = W1, the uninterrupted run); the consolidated
+//                       checkpoint equals the reference's parameters and moments at step k.
 //
 //   Verdict verdict = check_equivalence(*gen_spmd_case({}));
 //   RC_ASSERT(verdict.ok);
@@ -30,6 +34,7 @@ Verdict check_no_silent_failure(const FuzzCase& fuzz_case);
 Verdict check_lifecycle(const FuzzCase& fuzz_case);
 Verdict check_collective_agreement(const FuzzCase& fuzz_case);
 Verdict check_determinism(const FuzzCase& fuzz_case);
+Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case);
 
 // How one ZeRO-3 run of a case ended, against the DDP reference.
 enum class RunOutcome : uint8_t {

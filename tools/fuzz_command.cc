@@ -64,6 +64,11 @@ void save_counterexample(const FuzzFlags& flags, const PropertyResult& failure) 
   const std::string path = (std::filesystem::path(flags.out_dir) / (name + ".json")).string();
   write_file_atomically(path, case_file_json(failure.counterexample, failure.property, failure.message).dump(2) + "\n");
   std::printf("  written to %s\n  replay: zero3 fuzz --replay %s\n", path.c_str(), path.c_str());
+  // A counterexample of the engine itself (not of an injected bug) belongs in the regression corpus
+  // once it is fixed.
+  if (flags.options.inject.empty()) {
+    std::printf("  once fixed, keep it: cp %s traces/regressions/ (CI replays every case there)\n", path.c_str());
+  }
 }
 
 void run_fuzz_command(FuzzFlags& flags) {
@@ -142,9 +147,6 @@ void add_fuzz_command(CLI::App& app) {
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {
         std::printf("%-26s %s\n", injection.name.c_str(), injection.description.c_str());
-        if (!injection.unobservable_because.empty()) {
-          std::printf("%-26s (unobservable with this engine: %s)\n", "", injection.unobservable_because.c_str());
-        }
       }
       return;
     }

@@ -24,6 +24,10 @@ DistributedRunOptions functional_run_options(const TraceRun& run) {
 }
 
 FunctionalOutcome run_functional_case(const TraceRun& run) {
+  if (!run.checkpoint.is_null()) {
+    throw InputError("a run with a checkpoint round trip is replayed only by the fuzzer's checkpoint-round-trip "
+                     "property (set expected.property to it)");
+  }
   const DistributedRunOptions zero3 = functional_run_options(run);
   const DistributedRunResult sharded = run_distributed(zero3);
   FunctionalOutcome outcome;

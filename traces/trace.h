@@ -86,6 +86,9 @@ struct TraceRun {
   nlohmann::json config = nlohmann::json::object();  // DeepSpeed-style
   std::vector<std::string> inject{};                     // core/bug_injection.h names
   std::string faults{};                                  // sim/fault_plan.h text
+  // The fuzzer's checkpoint round trip {"save_at_step", "resume_world"}; null when absent. Only
+  // the fuzzer's own checkpoint-round-trip property knows how to replay it.
+  nlohmann::json checkpoint = nullptr;
 };
 
 struct TraceExpectation {

@@ -32,7 +32,7 @@ TraceCollective read_collective(const JsonReader& node) {
 namespace {
 
 TraceRun read_run(const JsonReader& node, const std::string& source) {
-  node.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults"});
+  node.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint"});
   TraceRun run;
   run.world = static_cast<int>(node.at("world").as_int(1, 4096));
   run.seed = static_cast<uint64_t>(node.at("seed").as_int(0, std::numeric_limits<int64_t>::max()));
@@ -61,6 +61,14 @@ TraceRun read_run(const JsonReader& node, const std::string& source) {
     } catch (const InputError& error) {
       node.at("faults").fail(std::string("a fault plan: ") + error.what());
     }
+  }
+  if (node.has("checkpoint")) {
+    const JsonReader checkpoint = node.at("checkpoint");
+    checkpoint.expect_only_keys({"save_at_step", "resume_world"});
+    if (run.steps < 2) node.at("steps").fail("at least 2 steps, so that a checkpoint falls between them");
+    checkpoint.at("save_at_step").as_int(1, run.steps - 1);
+    checkpoint.at("resume_world").as_int(1, 4096);
+    run.checkpoint = checkpoint.json();
   }
   return run;
 }
