@@ -8,28 +8,18 @@
 
 namespace zero3 {
 
-namespace {
-std::string brief(const nlohmann::json& json) {
-  std::string text = json.dump();
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
-}
-}  // namespace
-
 JsonReader::JsonReader(const nlohmann::json& json, std::string source, std::string path)
     : json_(json), source_(std::move(source)), path_(std::move(path)) {}
 
 void JsonReader::fail(const std::string& expected) const {
-  throw InputError(source_ + ": at " + (path_.empty() ? "/" : path_) + ": expected " + expected + ", got " +
-                   brief(json_));
+  throw_json_error(source_, path_, "expected " + expected + ", got " + json_excerpt(json_));
 }
 
 bool JsonReader::has(const std::string& key) const { return json_.is_object() && json_.contains(key); }
 
 JsonReader JsonReader::at(const std::string& key) const {
   expect_object();
-  if (!json_.contains(key)) {
-    throw InputError(source_ + ": at " + (path_.empty() ? "/" : path_) + ": missing required key '" + key + "'");
-  }
+  if (!json_.contains(key)) throw_json_error(source_, path_, "missing required key '" + key + "'");
   return JsonReader(json_.at(key), source_, path_ + "/" + key);
 }
 
@@ -87,15 +77,15 @@ std::string JsonReader::as_string() const {
 }
 
 std::string JsonReader::as_choice(const std::vector<std::string>& allowed) const {
-  std::string list;
-  for (const auto& choice : allowed) list += (list.empty() ? "" : ", ") + ("\"" + choice + "\"");
   if (json_.is_string()) {
     const std::string value = json_.get<std::string>();
     for (const auto& choice : allowed) {
       if (choice == value) return value;
     }
   }
-  fail("one of " + list);
+  std::vector<std::string> quoted;
+  for (const auto& choice : allowed) quoted.push_back("\"" + choice + "\"");
+  fail("one of " + join_words(quoted));
 }
 
 void JsonReader::expect_object() const {
@@ -112,10 +102,8 @@ void JsonReader::expect_only_keys(const std::vector<std::string>& allowed) const
     bool known = false;
     for (const auto& key : allowed) known = known || key == item.key();
     if (known) continue;
-    std::string list;
-    for (const auto& key : allowed) list += (list.empty() ? "" : ", ") + key;
-    throw InputError(source_ + ": at " + path_ + "/" + item.key() + ": unknown key '" + item.key() +
-                     "' (allowed: " + list + ")");
+    throw_json_error(source_, path_ + "/" + item.key(),
+                     "unknown key '" + item.key() + "' (allowed: " + join_words(allowed) + ")");
   }
 }
 
@@ -129,6 +117,22 @@ nlohmann::json read_json_file(const std::string& path) {
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(path + ": not valid JSON: " + error.what());
   }
+}
+
+void throw_json_error(const std::string& source, const std::string& pointer, const std::string& message) {
+  throw InputError(source + ": at " + (pointer.empty() ? "/" : pointer) + ": " + message);
+}
+
+std::string json_excerpt(const nlohmann::json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
+  return out;
 }
 
 }  // namespace zero3

@@ -45,4 +45,12 @@ class JsonReader {
 // Reads and parses a JSON file; InputError naming the file (and line/column for syntax errors).
 nlohmann::json read_json_file(const std::string& path);
 
+// Throws InputError "SOURCE: at POINTER: MESSAGE", the one shape of every error in a JSON input;
+// the document root (pointer "") shows as "/". JsonReader and the model spec reader both use it.
+[[noreturn]] void throw_json_error(const std::string& source, const std::string& pointer, const std::string& message);
+// A JSON value as it appears in an error: compact, and cut at 60 characters.
+std::string json_excerpt(const nlohmann::json& value);
+// "a, b, c" from a list of words.
+std::string join_words(const std::vector<std::string>& words);
+
 }  // namespace zero3

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "core/json_reader.h"
 
 namespace zero3 {
 
@@ -29,18 +30,6 @@ std::string integer_expectation(int64_t min, int64_t max) {
 
 }  // namespace
 
-std::string json_excerpt(const nlohmann::json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
-
-std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
-  return out;
-}
-
 SpecNode::SpecNode(const nlohmann::json& value, std::string source, nlohmann::json* resolved)
     : value_(&value), source_(std::move(source)), resolved_(resolved) {}
 
@@ -53,13 +42,11 @@ const nlohmann::json& SpecNode::value() const {
   return *value_;
 }
 
-void SpecNode::fail(const std::string& message) const {
-  throw InputError(source_ + ": " + (pointer_.empty() ? "(document root)" : pointer_) + ": " + message);
-}
+void SpecNode::fail(const std::string& message) const { throw_json_error(source_, pointer_, message); }
 
 void SpecNode::fail_expected(const std::string& expected) const {
   if (!present()) fail("missing; expected " + expected);
-  fail("expected " + expected + ", got " + json_excerpt(*value_));
+  JsonReader(*value_, source_, pointer_).fail(expected);
 }
 
 void SpecNode::require_object(const std::string& what) const {
@@ -154,15 +141,14 @@ void check_spec_version(const SpecNode& root) {
   const std::string supported = std::to_string(kModelSpecVersion);
   const std::string expected = "the model spec version " + supported + " (a spec starts {\"zero3_model_spec\": " +
                                supported + ", ...})";
-  if (!version.present()) version.fail("missing; expected " + expected);
+  if (!version.present() || !version.value().is_number_integer()) version.fail_expected(expected);
   const nlohmann::json& value = version.value();
-  if (!value.is_number_integer()) version.fail("expected " + expected + ", got " + json_excerpt(value));
   const bool newer = value.is_number_unsigned() ? value.get<uint64_t>() > static_cast<uint64_t>(kModelSpecVersion)
                                                 : value.get<int64_t>() > kModelSpecVersion;
   if (newer) {
     version.fail("version " + json_excerpt(value) + " is newer than this build supports; expected " + expected);
   }
-  if (value.get<int64_t>() < 1) version.fail("expected " + expected + ", got " + json_excerpt(value));
+  if (value.get<int64_t>() < 1) version.fail_expected(expected);
 }
 
 }  // namespace zero3

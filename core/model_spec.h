@@ -1,6 +1,6 @@
 // Reading a versioned JSON model spec (core/MODEL_SPEC.md) with errors that say where and what:
-// every failure is an InputError "SOURCE: /json/pointer: expected ..., got ...", where SOURCE is
-// the file path or builtin:NAME.
+// every failure is an InputError "SOURCE: at /json/pointer: expected ..., got ...", where SOURCE is
+// the file path or builtin:NAME, in the shape of every JSON input error (json_reader.h).
 //
 //   SpecNode root(spec, "model.json", &resolved);
 //   root.expect_object({"zero3_model_spec", "kind", "layers"});
@@ -32,8 +32,10 @@ class SpecNode {
   const std::string& pointer() const { return pointer_; }
   bool present() const { return value_ != nullptr; }
   const nlohmann::json& value() const;  // requires present()
-  // Throws InputError "SOURCE: POINTER: MESSAGE".
+  // Throws InputError "SOURCE: at POINTER: MESSAGE".
   [[noreturn]] void fail(const std::string& message) const;
+  // Fails with "expected EXPECTED, got VALUE", or "missing; expected EXPECTED" for a missing node.
+  [[noreturn]] void fail_expected(const std::string& expected) const;
 
   void require_object(const std::string& what) const;
   // Requires an object whose keys are all in `allowed`; an unknown key fails naming it and the list.
@@ -56,7 +58,6 @@ class SpecNode {
 
  private:
   SpecNode(const SpecNode& parent, std::string key, const nlohmann::json* value, nlohmann::json* resolved);
-  [[noreturn]] void fail_expected(const std::string& expected) const;
   void record_default(const nlohmann::json& fallback) const;
 
   const nlohmann::json* value_;
@@ -69,9 +70,5 @@ class SpecNode {
 
 // Checks /zero3_model_spec: a missing, non-integer or newer version is rejected.
 void check_spec_version(const SpecNode& root);
-// A JSON value as it appears in an error: compact, and cut at 60 characters.
-std::string json_excerpt(const nlohmann::json& value);
-// "a, b, c" from a list of words.
-std::string join_words(const std::vector<std::string>& words);
 
 }  // namespace zero3

@@ -37,7 +37,7 @@ std::string sequential(const std::string& layers) { return kLayersPrefix + layer
 TEST(ModelSpec, NegativeWidthNamesSourcePathAndExpectation) {
   const std::string message = spec_error(sequential(
       R"([{"type": "linear", "out": 4}, {"type": "gelu"}, {"type": "linear", "out": 4}, {"type": "linear", "out": -2}])"));
-  EXPECT_EQ(message, "specs/bad.json: /layers/3/out: expected a non-negative integer, got -2");
+  EXPECT_EQ(message, "specs/bad.json: at /layers/3/out: expected a non-negative integer, got -2");
 }
 
 TEST(ModelSpec, WrongTypeNamesTheValueFound) {

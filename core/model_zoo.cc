@@ -82,8 +82,7 @@ GptConfig read_gpt_config(const SpecNode& spec) {
   config.heads = spec.at("heads").integer(1);
   config.width = spec.at("width").integer(1);
   if (config.width % config.heads != 0) {
-    spec.at("heads").fail("expected a divisor of the width " + std::to_string(config.width) + ", got " +
-                          std::to_string(config.heads));
+    spec.at("heads").fail_expected("a divisor of the width " + std::to_string(config.width));
   }
   return config;
 }
@@ -97,8 +96,8 @@ BuiltModel build_gpt(const SpecNode& spec, const ModelOptions& options) {
     return built;
   }
   if (config.vocab < ByteFileData::kVocab) {
-    spec.at("vocab").fail("expected a vocab of at least 256 to train on the bytes of data file '" +
-                          options.data_file + "', got " + std::to_string(config.vocab));
+    spec.at("vocab").fail_expected("a vocab of at least 256 to train on the bytes of data file '" +
+                                   options.data_file + "'");
   }
   built.data = std::make_unique<ByteFileData>(options.data_file, options.seed, config.context);
   return built;

@@ -7,6 +7,7 @@
 #include "core/activation.h"
 #include "core/broadcast_layers.h"
 #include "core/errors.h"
+#include "core/json_reader.h"
 #include "core/layer_norm.h"
 #include "core/linear.h"
 #include "core/moe.h"
@@ -32,7 +33,8 @@ float fan_in_std(int64_t in_features) {
   return 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(in_features, 1)));
 }
 
-std::string quoted_names(const std::map<std::string, Parameter*>& names) {
+// The candidates an error lists: the first 12 names and "...", or "none so far".
+std::string listed_names(const std::map<std::string, Parameter*>& names) {
   std::vector<std::string> words;
   for (const auto& [name, unused] : names) {
     if (words.size() == 12) {
@@ -133,8 +135,7 @@ BuiltLayer SequentialBuilder::tied_linear(const SpecNode& node, int64_t width) {
   const std::string target = tie_to.text();
   const auto found = weights_.find(target);
   if (found == weights_.end()) {
-    tie_to.fail("expected the name of an earlier module with a 2-D weight (" + quoted_names(weights_) + "), got \"" +
-                target + "\"");
+    tie_to.fail_expected("the name of an earlier module with a 2-D weight (" + listed_names(weights_) + ")");
   }
   const bool transposed = node.at("transpose").boolean_or(false);
   const bool has_bias = node.at("bias").boolean_or(false);
@@ -153,8 +154,8 @@ BuiltLayer SequentialBuilder::broadcast(const SpecNode& node, const std::string&
   const Shape shape = shape_node.shape();
   const auto out = broadcast_layer_width(width, shape);
   if (!out) {
-    shape_node.fail("expected [n] or [n, 1] with n equal to the input width " + std::to_string(width) +
-                    " or 1 (any n when the width is 1), got " + shape_str(shape));
+    shape_node.fail_expected("[n] or [n, 1] with n equal to the input width " + std::to_string(width) +
+                             " or 1 (any n when the width is 1)");
   }
   if (type == "scale") return {std::make_unique<Scale>(shape), *out};
   return {std::make_unique<Bias>(shape), *out};
@@ -173,8 +174,7 @@ BuiltLayer SequentialBuilder::raw_scale(const SpecNode& node, int64_t width) {
     const std::string name = param_node.text();
     const auto found = parameters_.find(name);
     if (found == parameters_.end()) {
-      param_node.fail("expected the name of an earlier parameter (" + quoted_names(parameters_) + "), got \"" +
-                      name + "\"");
+      param_node.fail_expected("the name of an earlier parameter (" + listed_names(parameters_) + ")");
     }
     layer = std::make_unique<RawScale>(*found->second);
   }
