@@ -1,8 +1,11 @@
 // Vars, the tape, and reverse-mode backpropagation with module markers.
 #include "core/autograd.h"
 
+#include "core/allocator.h"
+
 #include "core/context.h"
 #include "core/errors.h"
+#include "core/module.h"
 
 namespace zero3 {
 
@@ -51,7 +54,24 @@ void Var::clear_grad() {
   if (node_) node_->grad = Tensor();
 }
 
+namespace {
+
+// What keeping `op`'s output costs: nothing for a view of one of its inputs.
+int64_t output_bytes(const TapeOp& op) {
+  const Tensor& output = op.output.value();
+  if (!output.defined()) return 0;
+  for (const Var& input : op.inputs) {
+    if (output.storage_id() != nullptr && input.defined() && input.value().storage_id() == output.storage_id()) return 0;
+  }
+  return output.bytes();
+}
+
+}  // namespace
+
 void Tape::record(TapeOp op) {
+  const int64_t bytes = op.output.defined() ? output_bytes(op) : 0;
+  if (open_enters_.empty()) acquire_activations(bytes, op.name);
+  else entries_[open_enters_.back()].marker.activation_bytes += bytes;
   TapeEntry entry;
   entry.op = std::move(op);
   entries_.push_back(std::move(entry));
@@ -60,8 +80,33 @@ void Tape::record(TapeOp op) {
 void Tape::mark(MarkerKind kind, Module* module, int64_t invocation) {
   TapeEntry entry;
   entry.is_marker = true;
-  entry.marker = ModuleMarker{kind, module, invocation};
+  entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation};
+  if (kind == MarkerKind::module_enter) {
+    open_enters_.push_back(entries_.size());
+  } else if (!open_enters_.empty()) {
+    entry.marker.activation_bytes = entries_[open_enters_.back()].marker.activation_bytes;
+    open_enters_.pop_back();
+    acquire_activations(entry.marker.activation_bytes, module ? module->name() : "");
+  }
   entries_.push_back(std::move(entry));
+}
+
+void Tape::clear() {
+  release_activations(held_bytes_);
+  entries_.clear();
+  open_enters_.clear();
+}
+
+void Tape::acquire_activations(int64_t bytes, const std::string& what) {
+  if (allocator_ == nullptr || bytes == 0) return;
+  allocator_->acquire(MemoryCategory::activation, bytes, what);
+  held_bytes_ += bytes;
+}
+
+void Tape::release_activations(int64_t bytes) {
+  if (allocator_ == nullptr || bytes == 0) return;
+  allocator_->release(MemoryCategory::activation, bytes);
+  held_bytes_ -= bytes;
 }
 
 void backward(Context& ctx, const Var& loss) {
@@ -74,8 +119,12 @@ void backward(Context& ctx, const Var& loss) {
     if (it->is_marker) {
       // Reversed: an exit marker starts the module's backward, its enter marker ends it.
       ctx.current_invocation_ = it->marker.invocation;
-      if (it->marker.kind == MarkerKind::module_exit) ctx.hooks().pre_backward(ctx, *it->marker.module);
-      else ctx.hooks().post_backward(ctx, *it->marker.module);
+      if (it->marker.kind == MarkerKind::module_exit) {
+        ctx.hooks().pre_backward(ctx, *it->marker.module);
+      } else {
+        ctx.tape().release_activations(it->marker.activation_bytes);
+        ctx.hooks().post_backward(ctx, *it->marker.module);
+      }
       continue;
     }
     const TapeOp& op = it->op;

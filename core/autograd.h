@@ -18,6 +18,7 @@
 
 namespace zero3 {
 
+class Allocator;
 class Context;
 class Module;
 
@@ -63,6 +64,9 @@ struct ModuleMarker {
   MarkerKind kind;
   Module* module;
   int64_t invocation;  // 0 for the first call of this module in this forward, 1 for the second...
+  // Bytes of the op outputs this invocation itself recorded (not its children's; views of an input
+  // are free), on both of its markers: the activations it keeps alive until its backward ends.
+  int64_t activation_bytes = 0;
 };
 
 struct TapeEntry {
@@ -71,15 +75,27 @@ struct TapeEntry {
   ModuleMarker marker{};
 };
 
+// The tape also keeps the activation count: with an allocator set, each module invocation's
+// outputs are acquired as `activation` when it exits and released when its backward ends (ops
+// outside every module when they run); whatever is still held is released by clear().
 class Tape {
  public:
   void record(TapeOp op);
   void mark(MarkerKind kind, Module* module, int64_t invocation);
   const std::vector<TapeEntry>& entries() const { return entries_; }
-  void clear() { entries_.clear(); }
+  void clear();
+
+  void count_activations(Allocator* allocator) { allocator_ = allocator; }
+  // Called by backward() when the module whose markers carry `bytes` finished its backward.
+  void release_activations(int64_t bytes);
 
  private:
+  void acquire_activations(int64_t bytes, const std::string& what);
+
   std::vector<TapeEntry> entries_;
+  std::vector<size_t> open_enters_;  // entry index of each module enter not yet exited
+  Allocator* allocator_ = nullptr;
+  int64_t held_bytes_ = 0;
 };
 
 // Backpropagates from a scalar `loss` (gradient 1) through ctx's tape, firing the module backward

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "core/allocator.h"
 #include "core/context.h"
 #include "core/errors.h"
 #include "core/kernels.h"
@@ -146,6 +147,52 @@ TEST(Autograd, AModuleInvokedTwiceGetsOneBackwardPairPerInvocation) {
   EXPECT_EQ(log, (std::vector<std::string>{"pre_backward block", "op second", "post_backward block",
                                            "pre_backward block", "op first", "post_backward block"}));
   EXPECT_EQ(x.grad().item(), 1.0f);
+}
+
+// Records the activation bytes held when each module's backward ends.
+class ActivationProbe : public ModuleHooks {
+ public:
+  explicit ActivationProbe(const CountingAllocator& memory) : memory_(memory) {}
+  void post_backward(Context&, Module& m) override {
+    held_after_backward.push_back(m.type() + " " + std::to_string(memory_.current_bytes(MemoryCategory::activation)));
+  }
+  std::vector<std::string> held_after_backward;
+
+ private:
+  const CountingAllocator& memory_;
+};
+
+TEST(ActivationCounting, AModulesOutputsAreHeldFromItsExitUntilItsBackwardEndsAndViewsAreFree) {
+  CountingAllocator memory;
+  ActivationProbe probe(memory);
+  Context ctx(cpu_kernels(), &probe);
+  ctx.tape().count_activations(&memory);
+  TinyModule outer("outer");
+  TinyModule inner("inner");
+  const Var x(Tensor::full({2, 3}, 1.5f), /*requires_grad=*/true);
+  const auto held = [&] { return memory.current_bytes(MemoryCategory::activation); };
+  const Var loss = ctx.invoke(outer, [&] {
+    const Var product = ctx.invoke(inner, [&] { return mul(ctx, x, x); });
+    EXPECT_EQ(held(), 6 * 4) << "inner's [2, 3] f32 output, counted at its exit";
+    const Var flat = reshape(ctx, product, {6});  // a view of product: no new bytes
+    return sum(ctx, flat);                         // outer's own output: one f32
+  });
+  EXPECT_EQ(held(), 6 * 4 + 4);
+  backward(ctx, loss);
+  EXPECT_EQ(probe.held_after_backward, (std::vector<std::string>{"inner 4", "outer 0"}));
+  EXPECT_EQ(memory.peak_bytes(MemoryCategory::activation), 6 * 4 + 4);
+  EXPECT_EQ(held(), 0);
+}
+
+TEST(ActivationCounting, OpsOutsideEveryModuleAreCountedWhenTheyRunAndReleasedWithTheTape) {
+  CountingAllocator memory;
+  Context ctx(cpu_kernels());
+  ctx.tape().count_activations(&memory);
+  const Var x(Tensor::full({4}, 2.0f), /*requires_grad=*/true);
+  mul(ctx, x, x);
+  EXPECT_EQ(memory.current_bytes(MemoryCategory::activation), 4 * 4);
+  ctx.begin_micro_step();  // a forward without backward: the tape is dropped, so are its activations
+  EXPECT_EQ(memory.current_bytes(MemoryCategory::activation), 0);
 }
 
 }  // namespace

@@ -78,6 +78,13 @@ double ReplicatedTrainer::forward_backward(Context& ctx, int64_t step, int64_t m
 }
 
 void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
+  // Backward left every used parameter's full gradient; they are all alive until reduced here.
+  int64_t grad_bytes = 0;
+  for (const Parameter* param : model_.parameters()) {
+    const Tensor grad = ctx.param_grad(*param);
+    if (grad.defined()) grad_bytes += grad.bytes();
+  }
+  if (options_.allocator && grad_bytes > 0) options_.allocator->acquire(MemoryCategory::grad, grad_bytes, "gradients");
   for (Parameter* param : model_.parameters()) {
     // An unused parameter contributes zeros, so every rank issues the same collectives.
     Tensor grad = ctx.param_grad(*param);
@@ -89,6 +96,7 @@ void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
     }
     accumulate_average(ctx.kernels(), grad_accum_[param->id()], summed, world());
   }
+  if (options_.allocator && grad_bytes > 0) options_.allocator->release(MemoryCategory::grad, grad_bytes);
 }
 
 float ReplicatedTrainer::global_grad_norm() const {

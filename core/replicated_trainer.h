@@ -8,6 +8,7 @@
 #pragma once
 #include <vector>
 
+#include "core/allocator.h"
 #include "core/communicator.h"
 #include "core/data.h"
 #include "core/model.h"
@@ -28,6 +29,9 @@ struct ReplicatedOptions {
   // global_ranks * micro_batch_size examples per micro-step; DDP takes it from the communicator.
   int global_ranks = 1;
   Communicator* comm = nullptr;  // null: single-process reference
+  // Counts the full gradients backward produces as `grad`, from backward until they are reduced
+  // (null: not counted). The model state is the caller's to count.
+  Allocator* allocator = nullptr;
 };
 
 class ReplicatedTrainer {

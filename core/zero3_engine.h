@@ -121,6 +121,8 @@ class Zero3Engine : public ModuleHooks {
 
   // Gradients and the step.
   void note_gradients_ready(Context& ctx, Module& module);
+  void account_full_grad(Context& ctx, ParamState& state);
+  void release_full_grad(Context& ctx, ParamState& state);
   void flush_reduce_bucket(Context& ctx);
   float global_grad_norm(int64_t step);
   void optimizer_step(Context& ctx, int64_t step, float clip);

@@ -21,6 +21,7 @@ struct Zero3Engine::ParamState {
   int active_uses = 0;          // module invocations currently running that use it
   int remaining_grad_uses = 0;  // forward uses whose backward has not finished yet
   bool reduced = false;         // its gradient was reduce-scattered this micro-step
+  int64_t grad_bytes = 0;       // its full gradient, counted as `grad` from backward to reduction
   const Module* leaf = nullptr;  // the outermost leaf module containing its owner, if any
   PendingGather* pending = nullptr;
 };

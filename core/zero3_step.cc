@@ -63,6 +63,7 @@ void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
   if (it != uses_.end()) {
     for (ParamState* state : it->second) {
       ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
+      account_full_grad(ctx, *state);
       const bool leaf_pending = state->leaf && leaves_done_.count(state->leaf) == 0;
       if (--state->remaining_grad_uses == 0 && !state->reduced && !leaf_pending) reduce_bucket_.push_back(state);
     }
@@ -91,6 +92,20 @@ void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
   }
 }
 
+void Zero3Engine::account_full_grad(Context& ctx, ParamState& state) {
+  if (state.grad_bytes > 0) return;  // a later use adds into the same gradient
+  const Tensor grad = ctx.param_grad(*state.param);
+  if (!grad.defined() || grad.bytes() == 0) return;
+  state.grad_bytes = grad.bytes();
+  allocator_.acquire(MemoryCategory::grad, state.grad_bytes, state.param->name());
+}
+
+void Zero3Engine::release_full_grad(Context& ctx, ParamState& state) {
+  ctx.release_param_grad(*state.param);
+  if (state.grad_bytes > 0) allocator_.release(MemoryCategory::grad, state.grad_bytes);
+  state.grad_bytes = 0;
+}
+
 void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   if (reduce_bucket_.empty()) return;
   // Ordered by id, so every rank lays the bucket out identically whatever order hooks fired in.
@@ -116,7 +131,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     ParamState& state = *reduce_bucket_[i];
     accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(block, i), comm_.world());
     if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
-    ctx.release_param_grad(*state.param);
+    release_full_grad(ctx, state);
     state.reduced = true;
   }
   reduce_bucket_.clear();
@@ -143,6 +158,7 @@ void Zero3Engine::end_micro_step(Context& ctx) {
     // Gathers prefetched for what follows this micro-step are completed and dropped.
     if (state->status == ParamStatus::inflight) wait_for(ctx, *state);
     if (state->status == ParamStatus::available && !state->persistent) release(ctx, *state, root);
+    release_full_grad(ctx, *state);  // only a bug leaves one unreduced here
     state->reduced = false;
     state->remaining_grad_uses = 0;
     state->active_uses = 0;

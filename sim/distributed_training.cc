@@ -73,6 +73,7 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
     Zero3Engine engine(*built.model, sim.comm(), sim.allocator(), options.config, options.bugs);
     if (options.observer_for_rank) engine.set_observer(options.observer_for_rank(sim.rank()));
     Context ctx(sim.kernels(), &engine, sim.rank());
+    ctx.tape().count_activations(&sim.allocator());
     if (resume) engine.load_shard_state(ctx, shard_state(resume->full, sim.world(), sim.rank()));
     for (int64_t step = first_step; step < options.steps; ++step) {
       output.steps.push_back(engine.train_step(ctx, *built.data, step));
@@ -84,9 +85,11 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
     return;
   }
   account_replicated_state(sim.allocator(), *built.model, options.config);
-  ReplicatedTrainer trainer(*built.model, *built.data, options.config, {.global_ranks = sim.world(), .comm = &sim.comm()});
+  ReplicatedTrainer trainer(*built.model, *built.data, options.config,
+                            {.global_ranks = sim.world(), .comm = &sim.comm(), .allocator = &sim.allocator()});
   if (resume) trainer.load_state(resume->full);
   Context ctx(sim.kernels(), nullptr, sim.rank());
+  ctx.tape().count_activations(&sim.allocator());
   for (int64_t step = first_step; step < options.steps; ++step) {
     output.steps.push_back(trainer.train_step(ctx, step));
     if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());

@@ -140,5 +140,52 @@ TEST(ModelStateBytes, EqualTheAnalyticCountPerRankIncludingPadding) {
   }
 }
 
+int64_t peak(const RankMemory& memory, MemoryCategory category) {
+  return memory.peak_bytes[static_cast<size_t>(category)];
+}
+
+TEST(FullGradientBytes, AreHeldFromBackwardUntilTheirBucketIsReduced) {
+  DistributedRunOptions options;
+  options.model = "gpt-tiny";
+  options.world = 2;
+  options.config.bf16 = true;  // bf16 gradients: 2 bytes per element
+  const int64_t elements = build_model("gpt-tiny", {}).model->parameter_count();  // the tied weight once
+  // One bucket for the whole model: every full gradient is alive at the end of backward.
+  options.config.zero.reduce_bucket_elements = int64_t{1} << 40;
+  const DistributedRunResult one_bucket = run_distributed(options);
+  ASSERT_TRUE(one_bucket.sim.all_ok()) << one_bucket.sim.summary();
+  // A bucket per parameter: each gradient goes as soon as it is ready.
+  options.config.zero.reduce_bucket_elements = 1;
+  const DistributedRunResult eager = run_distributed(options);
+  ASSERT_TRUE(eager.sim.all_ok()) << eager.sim.summary();
+  // DDP reduces after the whole backward: every full gradient at once, like the single bucket.
+  options.config.zero.stage = 0;
+  const DistributedRunResult ddp = run_distributed(options);
+  ASSERT_TRUE(ddp.sim.all_ok()) << ddp.sim.summary();
+  for (size_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(peak(one_bucket.memory[rank], MemoryCategory::grad), 2 * elements) << "rank " << rank;
+    EXPECT_EQ(peak(ddp.memory[rank], MemoryCategory::grad), 2 * elements) << "rank " << rank;
+    EXPECT_GT(peak(eager.memory[rank], MemoryCategory::grad), 0) << "rank " << rank;
+    EXPECT_LT(peak(eager.memory[rank], MemoryCategory::grad), elements) << "rank " << rank << ": under half at once";
+  }
+}
+
+TEST(ActivationBytes, AreTheSameUnderZero3AndDdpBecauseShardingDoesNotChangeTheForward) {
+  DistributedRunOptions options;
+  options.model = "kitchen-sink";
+  options.world = 3;
+  options.steps = 2;
+  options.config.zero.leaf_modules = {"moe"};
+  const DistributedRunResult zero3 = run_distributed(options);
+  options.config.zero.stage = 0;
+  const DistributedRunResult ddp = run_distributed(options);
+  ASSERT_TRUE(zero3.sim.all_ok() && ddp.sim.all_ok()) << zero3.sim.summary() << ddp.sim.summary();
+  for (size_t rank = 0; rank < 3; ++rank) {
+    EXPECT_GT(peak(zero3.memory[rank], MemoryCategory::activation), 0);
+    EXPECT_EQ(peak(zero3.memory[rank], MemoryCategory::activation), peak(ddp.memory[rank], MemoryCategory::activation))
+        << "rank " << rank;
+  }
+}
+
 }  // namespace
 }  // namespace zero3

@@ -43,8 +43,12 @@ void print_summary(const TrainOutcome& outcome) {
   std::printf("model state per rank (params + grads + AdamW): ZeRO-3 %lld bytes vs DDP %lld bytes (%.2fx less)\n",
               static_cast<long long>(sharded), static_cast<long long>(unsharded),
               static_cast<double>(unsharded) / static_cast<double>(sharded));
-  std::printf("peak gathered parameters on rank 0: %lld bytes\n",
-              static_cast<long long>(report.at("memory_per_rank").at(0).at("gathered_param").get<int64_t>()));
+  const nlohmann::json& peaks = report.at("memory_per_rank").at(0);
+  const auto bytes = [&](const char* category) { return static_cast<long long>(peaks.at(category).get<int64_t>()); };
+  std::printf("peaks on rank 0: gathered parameters %lld, full gradients %lld, activations %lld, total %lld bytes "
+              "(DDP total %lld)\n",
+              bytes("gathered_param"), bytes("grad"), bytes("activation"), bytes("total"),
+              static_cast<long long>(report.at("ddp_memory_per_rank").at(0).at("total").get<int64_t>()));
   const double zero3_wire = wire_bytes(report.at("collectives"), kDemoRanks);
   const double ddp_wire = wire_bytes(report.at("ddp_collectives"), kDemoRanks);
   std::printf("communication per rank: ZeRO-3 %.0f bytes vs DDP %.0f bytes = %.2fx (the ZeRO paper: 1.5x)\n",
