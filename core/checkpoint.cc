@@ -381,14 +381,28 @@ std::string describe_ties(const std::vector<CheckpointTie>& ties) {
 
 }  // namespace
 
-Checkpoint read_checkpoint(const std::string& dir) {
+namespace {
+
+nlohmann::json read_metadata_json(const std::string& dir) {
   const std::string metadata_path = join_path(dir, kCheckpointMetadataFile);
   if (!fs::is_directory(dir)) throw InputError(dir + ": no such checkpoint directory");
   if (!fs::exists(metadata_path)) {
     throw InputError(dir + ": not a complete checkpoint: " + kCheckpointMetadataFile +
                      " is missing (a save writes it last; an interrupted save leaves none)");
   }
-  const nlohmann::json json = read_json_file(metadata_path);
+  return read_json_file(metadata_path);
+}
+
+}  // namespace
+
+CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+  const nlohmann::json json = read_metadata_json(dir);
+  return read_manifest(JsonReader(json, join_path(dir, kCheckpointMetadataFile)));
+}
+
+Checkpoint read_checkpoint(const std::string& dir) {
+  const std::string metadata_path = join_path(dir, kCheckpointMetadataFile);
+  const nlohmann::json json = read_metadata_json(dir);
   const JsonReader root(json, metadata_path);
   Checkpoint checkpoint{.manifest = read_manifest(root), .full = {}};
   const CheckpointManifest& manifest = checkpoint.manifest;

@@ -93,6 +93,8 @@ struct Checkpoint {
 // file, the JSON path where there is one, and what was expected. This is `consolidate`: the full
 // state of every parameter, whatever world size saved it.
 Checkpoint read_checkpoint(const std::string& dir);
+// Only metadata.json, validated as read_checkpoint validates it; the shard files are not read.
+CheckpointManifest read_checkpoint_manifest(const std::string& dir);
 // read_checkpoint, then the parameter table and ties must match `model` (InputError naming the
 // parameter and the JSON path).
 Checkpoint load_checkpoint(const std::string& dir, const Model& model);

@@ -12,6 +12,7 @@
 #include "core/partition.h"
 #include "sim/distributed_training.h"
 #include "tools/progress.h"
+#include "tools/training_run.h"
 #include "traces/trace_recorder.h"
 
 namespace zero3 {
@@ -153,6 +154,10 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   DistributedRunOptions run = distributed_options(options, config);
   if (!options.record_path.empty() && !options.load_checkpoint.empty()) {
     throw InputError("--record cannot be combined with --load-checkpoint: a trace records a run from its first step");
+  }
+  if (!options.load_checkpoint.empty()) {
+    warn_about_resume_differences(options.load_checkpoint, read_checkpoint_manifest(options.load_checkpoint),
+                                  options.seed, config);
   }
   ProgressBar progress(options.steps, "train");
   run.on_step = [&](const StepStats& stats) {

@@ -13,6 +13,7 @@
 #include "core/hash.h"
 #include "core/kernels.h"
 #include "core/model_zoo.h"
+#include "core/resume_differences.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
 
@@ -40,7 +41,8 @@ std::string hash_masters(const std::vector<OptimizerSlot>& slots) {
 }
 
 // --load-checkpoint on the reference trainer: the full state, whatever world size saved it.
-int64_t resume_reference(const TrainOptions& options, const BuiltModel& built, ReplicatedTrainer& trainer) {
+int64_t resume_reference(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built,
+                         ReplicatedTrainer& trainer) {
   const int64_t save_at = options.save_checkpoint.empty() ? 0 : options.save_at.value_or(0);
   if (options.load_checkpoint.empty()) {
     check_checkpoint_steps("", 0, options.steps, save_at);
@@ -48,6 +50,7 @@ int64_t resume_reference(const TrainOptions& options, const BuiltModel& built, R
   }
   const Checkpoint checkpoint = load_checkpoint(options.load_checkpoint, *built.model);
   check_checkpoint_steps(options.load_checkpoint, checkpoint.manifest.step, options.steps, save_at);
+  warn_about_resume_differences(options.load_checkpoint, checkpoint.manifest, options.seed, config);
   trainer.load_state(checkpoint.full);
   std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
               static_cast<long long>(checkpoint.manifest.step), options.load_checkpoint.c_str(),
@@ -67,7 +70,7 @@ void save_reference(const TrainOptions& options, const TrainConfig& config, cons
 TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
   TrainOutcome outcome;
   ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
-  const int64_t first_step = resume_reference(options, built, trainer);
+  const int64_t first_step = resume_reference(options, config, built, trainer);
   Context ctx(cpu_kernels());
   ProgressBar progress(options.steps, "train");
   const auto start = std::chrono::steady_clock::now();
@@ -101,6 +104,13 @@ TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& con
 }
 
 }  // namespace
+
+void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
+                                   const TrainConfig& config) {
+  for (const std::string& line : resume_differences(saved, seed, config)) {
+    std::printf("warning: resuming %s with a different %s\n", dir.c_str(), line.c_str());
+  }
+}
 
 TrainOutcome run_training(const TrainOptions& options) {
   std::vector<std::string> warnings;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint.h"
 #include "core/replicated_trainer.h"
 #include "tools/train_options.h"
 
@@ -25,6 +26,10 @@ struct TrainOutcome {
 // Trains per `options` on the chosen backend, printing as it goes; throws Zero3Error on failure.
 TrainOutcome run_training(const TrainOptions& options);
 nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome);
+// Prints a warning line for each way this run differs from the one that saved `dir` (seed,
+// training config), so a resume that is not a continuation is never silent.
+void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
+                                   const TrainConfig& config);
 // A compact ASCII rendering of the loss curve (one character column per bucket of steps).
 std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
 
