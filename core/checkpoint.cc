@@ -159,12 +159,6 @@ int64_t shard_file_bytes(const CheckpointManifest& manifest) {
 std::string write_shard_file(const std::string& dir, const CheckpointManifest& manifest, int rank,
                              const std::vector<OptimizerSlot>& shards) {
   ZERO3_CHECK(shards.size() == manifest.params.size(), "one optimizer slot per parameter");
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) throw InputError(dir + ": cannot create the checkpoint directory: " + error.message());
-  // Until this save writes new metadata, the directory must not pass for the previous checkpoint.
-  fs::remove(join_path(dir, kCheckpointMetadataFile), error);
-  if (error) throw InputError(dir + ": cannot remove the previous " + kCheckpointMetadataFile + ": " + error.message());
   std::string contents(kShardMagic, sizeof(kShardMagic));
   put_u32(contents, kShardVersion);
   put_u32(contents, static_cast<uint32_t>(rank));
@@ -205,16 +199,16 @@ void write_metadata(const std::string& dir, const CheckpointManifest& manifest) 
 
 void save_checkpoint(const std::string& dir, const CheckpointManifest& manifest,
                      const std::vector<OptimizerSlot>& full) {
-  std::vector<std::string> written;
+  prepare_checkpoint_save(dir);
+  const std::string staging = checkpoint_staging_dir(dir);
   try {
     for (int rank = 0; rank < manifest.world; ++rank) {
-      written.push_back(write_shard_file(dir, manifest, rank, shard_state(full, manifest.world, rank)));
+      write_shard_file(staging, manifest, rank, shard_state(full, manifest.world, rank));
     }
-    write_metadata(dir, manifest);
+    write_metadata(staging, manifest);
+    publish_checkpoint(dir);
   } catch (...) {
-    // No half checkpoint: without metadata the files are useless, and they would look like one.
-    std::error_code ignored;
-    for (const std::string& path : written) fs::remove(path, ignored);
+    abandon_checkpoint_save(dir);
     throw;
   }
 }

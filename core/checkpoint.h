@@ -11,12 +11,8 @@
 //                       exp_avg and exp_avg_sq shards: shard_numel f32 each, little-endian, the
 //                       padding past numel zero.
 //
-// A rank saves its own shard, a barrier follows, then rank 0 writes the metadata:
-//   CheckpointManifest manifest = manifest_of(model, world, step, seed, built.spec, config);
-//   write_shard_file(dir, manifest, rank, engine.shard_state());
-//   comm.barrier(...);
-//   if (rank == 0) write_metadata(dir, manifest);
-// and any world size loads it:
+// A rank saves its own shard into the staging folder, a barrier follows, then rank 0 writes the
+// metadata and moves the checkpoint in place ("Saving" below), and any world size loads it:
 //   Checkpoint checkpoint = load_checkpoint(dir, model);
 //   engine.load_shard_state(ctx, shard_state(checkpoint.full, comm.world(), comm.rank()));
 #pragma once
@@ -69,17 +65,33 @@ std::string shard_file_name(int rank);  // "rank_00003.bin"
 // Bytes of one rank's shard file for this parameter table and world size.
 int64_t shard_file_bytes(const CheckpointManifest& manifest);
 
-// Rank `rank`'s part of a save: creates `dir` if needed, removes a previous metadata.json (so the
-// directory is not a checkpoint until this save completes), writes the shard file atomically and
+// Saving. A save never destroys the checkpoint it replaces: the files go to a staging folder beside
+// the destination (DIR.saving), and only a complete checkpoint is moved in place (the old one is
+// renamed DIR.previous for that moment, then removed). Anything else in DIR or DIR.saving is the
+// user's: the save is refused before training starts.
+//   prepare_checkpoint_save(dir);                                 // once, before any rank writes
+//   write_shard_file(checkpoint_staging_dir(dir), manifest, rank, shards);   // every rank
+//   barrier; rank 0: write_metadata(checkpoint_staging_dir(dir), manifest); publish_checkpoint(dir);
+//   on any failure: abandon_checkpoint_save(dir)
+std::string checkpoint_staging_dir(const std::string& dir);
+// InputError naming the file when `dir` or its staging folder holds anything but a checkpoint's
+// files; then an empty staging folder (a killed save's leftovers removed).
+void prepare_checkpoint_save(const std::string& dir);
+// Moves the complete staging folder to `dir`, replacing the checkpoint there.
+void publish_checkpoint(const std::string& dir);
+// Removes the staging folder, whatever it holds; `dir` is left as it was.
+void abandon_checkpoint_save(const std::string& dir);
+
+// Rank `rank`'s part of a save: writes its shard file into `dir` (which must exist) atomically and
 // returns its path. `shards` by id, each of shard_numel elements. InputError naming the path when
-// the directory cannot be written.
+// it cannot be written.
 std::string write_shard_file(const std::string& dir, const CheckpointManifest& manifest, int rank,
                              const std::vector<OptimizerSlot>& shards);
 // The last part of a save, once every rank's shard file is written: reads each back, checks its
 // header and size, and writes metadata.json with the files' FNV-1a checksums.
 void write_metadata(const std::string& dir, const CheckpointManifest& manifest);
 // A whole save from one process holding the full state (the reference trainer, consolidation):
-// shards `full` for manifest.world ranks. On failure it removes the files it wrote and rethrows.
+// shards `full` for manifest.world ranks, staged and published as above.
 void save_checkpoint(const std::string& dir, const CheckpointManifest& manifest,
                      const std::vector<OptimizerSlot>& full);
 

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,7 @@ std::string read_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
@@ -143,6 +145,7 @@ TEST_F(CheckpointTest, AShardWithNonZeroPaddingIsRefusedNamingTheParameter) {
   const BuiltModel built = initialized("zero-sized");
   const CheckpointManifest saved = manifest(built, 5);
   const std::string path = dir("padding");
+  fs::create_directories(path);
   for (int rank = 0; rank < 5; ++rank) {
     std::vector<OptimizerSlot> shards = shard_state(full_state(*built.model), 5, rank);
     if (rank == 4) shards.back().master.data()[0] = 3.0f;  // rank 4 owns none of the [4] bias: padding
@@ -309,25 +312,41 @@ TEST_F(CheckpointTest, ASaveIntoAnUnwritablePlaceWritesNothing) {
   EXPECT_EQ(std::distance(fs::directory_iterator(root_), fs::directory_iterator()), 1);
 }
 
-TEST_F(CheckpointTest, ASaveThatFailsHalfwayLeavesNoShardFilesAndNoCheckpoint) {
-  const BuiltModel built = initialized("mlp-tiny");
-  // Rank 2's file cannot be written (a directory is in its place): the save fails after ranks 0
-  // and 1 wrote theirs, and removes them again.
-  const std::string fresh = dir("fresh");
-  fs::create_directories(fresh + "/" + shard_file_name(2));
-  EXPECT_THROW(save_checkpoint(fresh, manifest(built, 4), full_state(*built.model)), InputError);
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(fresh)) left.push_back(entry.path().filename().string());
-  EXPECT_EQ(left, std::vector<std::string>({shard_file_name(2)}));
+std::vector<std::string> listing(const std::string& path) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(path)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
-  // Over an existing checkpoint, the failed save leaves no loadable mix of old and new shards.
+TEST_F(CheckpointTest, ASaveOverAnExistingCheckpointReplacesItWholeAndLeavesNoStagingBehind) {
+  const BuiltModel built = initialized("mlp-tiny");
   const std::string existing = dir("existing");
   save_checkpoint(existing, manifest(built, 4), full_state(*built.model));
-  fs::remove(existing + "/" + shard_file_name(2));
-  fs::create_directory(existing + "/" + shard_file_name(2));
-  EXPECT_THROW(save_checkpoint(existing, manifest(built, 4), full_state(*built.model)), InputError);
-  EXPECT_FALSE(fs::exists(existing + "/metadata.json"));
-  expect_mentions(load_error([&] { load_checkpoint(existing, *built.model); }), {"not a complete checkpoint"});
+  save_checkpoint(existing, manifest(built, 2), full_state(*built.model));
+  EXPECT_EQ(read_checkpoint(existing).manifest.world, 2);
+  // The 4-rank save's rank_00002.bin and rank_00003.bin went with it.
+  EXPECT_EQ(listing(existing), (std::vector<std::string>{"metadata.json", shard_file_name(0), shard_file_name(1)}));
+  EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"existing"});
+}
+
+TEST_F(CheckpointTest, ASaveIntoAFolderHoldingOtherFilesIsRefusedAndTouchesNothing) {
+  const BuiltModel built = initialized("mlp-tiny");
+  const std::string folder = dir("results");
+  write_file(folder + "/notes.txt", "mine");
+  expect_mentions(load_error([&] { save_checkpoint(folder, manifest(built, 2), full_state(*built.model)); }),
+                  {folder, "'notes.txt'", "not a checkpoint's file"});
+  EXPECT_EQ(listing(folder), std::vector<std::string>{"notes.txt"});
+  EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"results"});
+}
+
+TEST_F(CheckpointTest, AKilledSavesStagingFolderIsClearedByTheNextSave) {
+  const BuiltModel built = initialized("mlp-tiny");
+  const std::string path = dir("ckpt");
+  write_file(checkpoint_staging_dir(path) + "/" + shard_file_name(0) + ".tmp.4242", "half written");
+  save_checkpoint(path, manifest(built, 2), full_state(*built.model));
+  EXPECT_EQ(read_checkpoint(path).manifest.world, 2);
+  EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"ckpt"});
 }
 
 TEST(CheckpointSteps, AResumedRunNeedsStepsLeftAndASaveStepItTakes) {

@@ -210,19 +210,28 @@ TEST_F(CheckpointResume, LoadingIntoAnEngineThatHasTrainedReplacesItsGatheredPer
   expect_bitwise_equal(reloaded, fresh_engine, "kitchen-sink", "engine loaded after training vs fresh engine");
 }
 
-TEST_F(CheckpointResume, ASaveThatFailsOnOneRankLeavesNoShardFilesAndNoMetadata) {
-  // Rank 2's file cannot be written; the other ranks see it fail at the barrier and remove theirs.
-  fs::create_directories(dir("ckpt") + "/" + shard_file_name(2));
-  DistributedRunOptions saving = run_options("mlp-tiny", 4, 2, 3);
-  saving.save_checkpoint = dir("ckpt");
-  const DistributedRunResult result = run_distributed(saving);
+TEST_F(CheckpointResume, ASaveThatFailsOnOneRankLeavesThePreviousCheckpointAsItWas) {
+  DistributedRunOptions first = run_options("mlp-tiny", 4, 1, 3);
+  first.save_checkpoint = dir("ckpt");
+  run_ok(first);
+  const std::string metadata_before = read_file(dir("ckpt") + "/" + kCheckpointMetadataFile);
+
+  // After step 1, rank 0 puts a directory where rank 2's shard file goes, so at the save after
+  // step 2 rank 2 fails while the others have written theirs or wait at the barrier.
+  DistributedRunOptions second = run_options("mlp-tiny", 4, 2, 3);
+  second.save_checkpoint = dir("ckpt");
+  second.on_step = [&](const StepStats& stats) {
+    if (stats.step == 0) fs::create_directories(checkpoint_staging_dir(dir("ckpt")) + "/" + shard_file_name(2));
+  };
+  const DistributedRunResult result = run_distributed(second);
   ASSERT_FALSE(result.sim.all_ok());
   EXPECT_EQ(result.sim.root_cause_rank, 2);
   EXPECT_EQ(result.sim.exit_code(), kExitBadInput);
   EXPECT_NE(result.sim.root_cause().find(shard_file_name(2)), std::string::npos) << result.sim.root_cause();
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(dir("ckpt"))) left.push_back(entry.path().filename().string());
-  EXPECT_EQ(left, std::vector<std::string>({shard_file_name(2)}));
+  // The checkpoint of the first run is untouched and loads; no staging folder is left.
+  EXPECT_EQ(read_file(dir("ckpt") + "/" + kCheckpointMetadataFile), metadata_before);
+  EXPECT_EQ(read_checkpoint(dir("ckpt")).manifest.step, 1);
+  EXPECT_FALSE(fs::exists(checkpoint_staging_dir(dir("ckpt"))));
 }
 
 TEST_F(CheckpointResume, AnUnusableCheckpointIsAnInputErrorBeforeAnyRankRuns) {

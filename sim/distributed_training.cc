@@ -40,25 +40,26 @@ struct RankProgramOutput {
   EngineCounters counters;
 };
 
-// Every rank writes its own shard file; rank 0 writes the metadata once a barrier says every file
-// is on disk, and a second barrier tells every rank that the checkpoint is complete. A rank that
-// fails, or sees a peer fail, removes its own file unless the metadata exists (then the checkpoint
-// is complete), so a failed save leaves no half checkpoint behind.
+// Every rank writes its own shard file into the staging folder; rank 0 writes the metadata once a
+// barrier says every file is on disk and moves the checkpoint in place, and a second barrier tells
+// every rank that it is complete. A rank that fails, or sees a peer fail, removes the staging
+// folder (gone once published), so a failed save leaves the previous checkpoint as it was.
 void save_rank_checkpoint(SimRank& sim, const DistributedRunOptions& options, const BuiltModel& built,
                           const std::vector<OptimizerSlot>& shards, int64_t steps_taken) {
   const CheckpointManifest manifest =
       manifest_of(*built.model, sim.world(), steps_taken, options.seed, built.spec, options.config);
-  const std::string path = write_shard_file(options.save_checkpoint, manifest, sim.rank(), shards);
+  const std::string staging = checkpoint_staging_dir(options.save_checkpoint);
   try {
+    write_shard_file(staging, manifest, sim.rank(), shards);
     const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
     sim.comm().barrier(site);
-    if (sim.rank() == 0) write_metadata(options.save_checkpoint, manifest);
+    if (sim.rank() == 0) {
+      write_metadata(staging, manifest);
+      publish_checkpoint(options.save_checkpoint);
+    }
     sim.comm().barrier(site);
   } catch (...) {
-    std::error_code ignored;
-    if (!std::filesystem::exists(std::filesystem::path(options.save_checkpoint) / kCheckpointMetadataFile)) {
-      std::filesystem::remove(path, ignored);
-    }
+    abandon_checkpoint_save(options.save_checkpoint);
     throw;
   }
 }
@@ -138,12 +139,15 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   sim_options.faults = options.faults;
   sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
   const std::optional<Checkpoint> resume = checkpoint_to_resume(options);
+  if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
   SimWorld world(sim_options);
   std::vector<RankProgramOutput> outputs(static_cast<size_t>(options.world));
   DistributedRunResult result;
   const Checkpoint* resume_from = resume ? &*resume : nullptr;
   result.sim = world.run(
       [&](SimRank& sim) { run_rank(sim, options, resume_from, outputs[static_cast<size_t>(sim.rank())]); });
+  // A run that ended before its save step leaves an empty staging folder; a published save, none.
+  if (!options.save_checkpoint.empty()) abandon_checkpoint_save(options.save_checkpoint);
   result.steps = outputs[0].steps;
   result.final_state = outputs[0].final_state;
   result.counters = outputs[0].counters;
