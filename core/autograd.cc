@@ -70,8 +70,12 @@ int64_t output_bytes(const TapeOp& op) {
 
 void Tape::record(TapeOp op) {
   const int64_t bytes = op.output.defined() ? output_bytes(op) : 0;
-  if (open_enters_.empty()) acquire_activations(bytes, op.name);
-  else entries_[open_enters_.back()].marker.activation_bytes += bytes;
+  if (open_enters_.empty()) {
+    outside_module_bytes_ += bytes;
+    acquire_activations(bytes, op.name);
+  } else {
+    entries_[open_enters_.back()].marker.activation_bytes += bytes;
+  }
   TapeEntry entry;
   entry.op = std::move(op);
   entries_.push_back(std::move(entry));
@@ -95,6 +99,7 @@ void Tape::clear() {
   release_activations(held_bytes_);
   entries_.clear();
   open_enters_.clear();
+  outside_module_bytes_ = 0;
 }
 
 void Tape::acquire_activations(int64_t bytes, const std::string& what) {

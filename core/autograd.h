@@ -86,6 +86,13 @@ class Tape {
   void clear();
 
   void count_activations(Allocator* allocator) { allocator_ = allocator; }
+  // The bytes the innermost module still running has recorded itself so far (0 outside modules):
+  // read at its post-forward hook, they are what its exit will count (a recorder writes them).
+  int64_t open_module_activation_bytes() const {
+    return open_enters_.empty() ? 0 : entries_[open_enters_.back()].marker.activation_bytes;
+  }
+  // The bytes of ops recorded outside every module (a loss on the model's output) so far.
+  int64_t outside_module_activation_bytes() const { return outside_module_bytes_; }
   // Called by backward() when the module whose markers carry `bytes` finished its backward.
   void release_activations(int64_t bytes);
 
@@ -96,6 +103,7 @@ class Tape {
   std::vector<size_t> open_enters_;  // entry index of each module enter not yet exited
   Allocator* allocator_ = nullptr;
   int64_t held_bytes_ = 0;
+  int64_t outside_module_bytes_ = 0;
 };
 
 // Backpropagates from a scalar `loss` (gradient 1) through ctx's tape, firing the module backward

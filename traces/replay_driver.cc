@@ -70,7 +70,7 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
                                                    events[k].kind == EventKind::bwd_exit); ++k) {
         if (events[k].kind == EventKind::bwd_enter) recorded_order.push_back(events[k].module);
       }
-      run_backward(recorded_order);
+      run_backward(recorded_order, event.activation_bytes);
       in_forward = false;
     } else if (event.kind == EventKind::optimizer_step) {
       memory_.set_place(step_, "step", "");
@@ -179,13 +179,15 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   }
 }
 
-void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order) {
+void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, int64_t loss_activation_bytes) {
   engine_.begin_backward();
   memory_.set_place(step_, "backward", "");
+  if (loss_activation_bytes > 0) memory_.acquire(MemoryCategory::activation, loss_activation_bytes, "loss");
   backward_order_.clear();
   const size_t span = out_.compute.size();
   out_.compute.push_back({"backward", "phase", clock_.now_s(), kOpenSpan});
   backward(ctx_, Var(Tensor::scalar(0.0f)));
+  if (loss_activation_bytes > 0) memory_.release(MemoryCategory::activation, loss_activation_bytes);
   engine_.end_micro_step(ctx_);
   // The engine reduces every parameter by the end of a micro-step, so no full gradient is left.
   ZERO3_CHECK(grad_bytes_held_.empty(), std::to_string(grad_bytes_held_.size()) + " gradients never reduce-scattered");

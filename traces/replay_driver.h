@@ -86,7 +86,8 @@ class ReplayDriver {
   void exit(int32_t module);
   void backward_begin(const Invocation& invocation);
   void backward_end(const Invocation& invocation);
-  void run_backward(const std::vector<int32_t>& recorded_order);
+  // `loss_activation_bytes`: the backward event's, held from backward's start until it ends.
+  void run_backward(const std::vector<int32_t>& recorded_order, int64_t loss_activation_bytes);
   void record_on_tape(std::function<void()> action);
   double own_flops(int32_t module, double recorded) const;
   void compute(double flops);

@@ -157,5 +157,46 @@ TEST(Replay, ARecordedRunReplaysToExactlyTheCollectivesItIssued) {
   EXPECT_TRUE(recorded["equal"].get<bool>()) << recorded.dump();
 }
 
+TEST(Replay, ARecordedRunReplaysToTheMemoryPeaksItMeasuredOnEveryRank) {
+  // The replay drives the same engine over meta tensors and counts gradients and activations by the
+  // recorded events; the run counted them from real tensors. Every category must agree, per rank:
+  // for an SPMD model (one representative rank) and for MoE routing that differs by rank (a
+  // per-rank trace, every rank simulated).
+  for (const std::string model : {"gpt-tiny", "kitchen-sink"}) {
+    for (const bool bf16 : {false, true}) {
+      const std::string what = model + (bf16 ? " bf16" : " f32");
+      DistributedRunOptions options;
+      options.model = model;
+      options.seed = 5;
+      options.world = 3;
+      options.steps = 2;
+      options.config.bf16 = bf16;
+      options.config.gradient_accumulation_steps = 2;
+      options.config.zero.prefetch_bucket_elements = 500;
+      options.config.zero.reduce_bucket_elements = 700;  // gradients reduced in several buckets
+      options.config.zero.persistence_threshold = 64;
+      options.config.zero.leaf_modules = {"moe"};
+      const DistributedRunResult run = run_distributed(options);
+      ASSERT_TRUE(run.sim.all_ok()) << what << ": " << run.sim.summary();
+      const Trace trace = record_training_trace(options, run.sim.event_log);
+      ReplayOptions replay;
+      replay.config = options.config;
+      const ShapeReplayResult result = replay_trace(trace, replay);
+      ASSERT_FALSE(result.failure.has_value()) << what << ": " << result.failure->message;
+      EXPECT_EQ(trace.divergent(), model == "kitchen-sink") << what << ": its MoE routes differently per rank";
+      EXPECT_EQ(result.simulation, trace.divergent() ? "full" : "symmetric") << what;
+      for (const RankReplay& rank : result.ranks) {
+        const RankMemory& measured = run.memory[static_cast<size_t>(rank.rank)];
+        for (int category = 0; category < kMemoryCategoryCount; ++category) {
+          const auto which = static_cast<MemoryCategory>(category);
+          if (which == MemoryCategory::comm_buffer) continue;  // the simulator does not stage buffers
+          EXPECT_EQ(rank.peaks[static_cast<size_t>(category)].bytes, measured.peak_bytes[static_cast<size_t>(category)])
+              << what << " rank " << rank.rank << " " << memory_category_name(which);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zero3

@@ -92,6 +92,8 @@ nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
       out.push_back(trace.params[static_cast<size_t>(event.param)].name);
       break;
     case EventKind::backward:
+      if (event.activation_bytes > 0) out.push_back(event.activation_bytes);
+      break;
     case EventKind::optimizer_step: break;
   }
   return out;

@@ -45,7 +45,8 @@ struct TraceEvent {
   int32_t module = -1;
   int32_t param = -1;
   double flops = -1.0;           // enter / call: the module's own forward flops; < 0: derive from shapes
-  int64_t activation_bytes = 0;  // enter / call: bytes it saves for backward
+  int64_t activation_bytes = 0;  // enter / call: bytes it saves for backward; backward: bytes of
+                                 // the ops outside every module (the loss), held until it ends
   bool operator==(const TraceEvent&) const = default;
 };
 

@@ -129,6 +129,9 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
       break;
     }
     case EventKind::backward:
+      expect_size(1, 2, "[\"backward\", ACTIVATION_BYTES?]");
+      if (size > 1) event.activation_bytes = node.at(1).as_int(0, kCountMax);
+      break;
     case EventKind::optimizer_step: expect_size(1, 1, "[KIND] with nothing else"); break;
   }
   return event;

@@ -26,15 +26,22 @@ class RecordingHooks : public ModuleHooks {
 
   void pre_forward(Context& ctx, Module& module) override {
     in_backward_ = false;  // a forward after a backward is the next micro-step
+    open_enters_.push_back(events_.size());
     push(EventKind::enter, &module);
     inner_.pre_forward(ctx, module);
   }
   void post_forward(Context& ctx, Module& module) override {
     inner_.post_forward(ctx, module);
+    // What the module's own ops keep for backward, known only now; the replay counts it from here.
+    events_[open_enters_.back()].activation_bytes = ctx.tape().open_module_activation_bytes();
+    open_enters_.pop_back();
     push(EventKind::exit, &module);
   }
   void pre_backward(Context& ctx, Module& module) override {
-    if (!in_backward_) events_.push_back({.kind = EventKind::backward});
+    // The loss's ops ran outside every module; their bytes are held until backward ends.
+    if (!in_backward_) {
+      events_.push_back({.kind = EventKind::backward, .activation_bytes = ctx.tape().outside_module_activation_bytes()});
+    }
     in_backward_ = true;
     push(EventKind::bwd_enter, &module);
     inner_.pre_backward(ctx, module);
@@ -64,6 +71,7 @@ class RecordingHooks : public ModuleHooks {
   ModuleHooks& inner_;
   const ModuleIndex& modules_;
   std::vector<TraceEvent>& events_;
+  std::vector<size_t> open_enters_;  // event index of each enter whose exit is still to come
   bool in_backward_ = false;
 };
 
@@ -99,7 +107,7 @@ std::vector<TraceEvent> compact_calls(const std::vector<TraceEvent>& events, con
       const size_t exit_at = i + 1 + k;
       if (k == params.size() && exit_at < events.size() && events[exit_at].kind == EventKind::exit &&
           events[exit_at].module == event.module) {
-        out.push_back({.kind = EventKind::call, .module = event.module});
+        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes});
         i = exit_at;
         continue;
       }

@@ -159,6 +159,14 @@ TEST(TraceRecorder, AnSpmdRunIsStoredOnceForAllRanksWithItsCollectives) {
   ASSERT_EQ(trace.collectives.size(), 1u);
   EXPECT_FALSE(trace.collectives[0].empty());
   ASSERT_TRUE(trace.run.has_value());
+  // Each call carries the bytes its ops keep for backward, and the backward event the loss's.
+  int64_t module_bytes = 0, loss_bytes = 0;
+  for (const TraceItem& item : trace.steps[0].items) {
+    if (item.event.kind == EventKind::call || item.event.kind == EventKind::enter) module_bytes += item.event.activation_bytes;
+    if (item.event.kind == EventKind::backward) loss_bytes += item.event.activation_bytes;
+  }
+  EXPECT_GT(module_bytes, 0);
+  EXPECT_EQ(loss_bytes, 4) << "the f32 scalar loss, computed outside every module";
   const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "recorded.json");
   EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
 }
