@@ -336,7 +336,10 @@ Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param)
     wait_for(ctx, state);
   }
   if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {
-    // Inside a leaf, every use counts as the leaf's: its gradients become ready together.
+    // Its full gradient appears when this invocation's backward runs (counted then), ...
+    auto& accessed = accessed_[invocation_stack_.back()];
+    if (std::find(accessed.begin(), accessed.end(), &state) == accessed.end()) accessed.push_back(&state);
+    // ... but inside a leaf, every use counts as the leaf's: its gradients become ready together.
     auto key = invocation_stack_.back();
     for (const auto& entry : invocation_stack_) {
       if (is_leaf(*entry.first)) {

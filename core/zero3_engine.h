@@ -148,6 +148,9 @@ class Zero3Engine : public ModuleHooks {
   std::vector<std::unique_ptr<PendingGather>> pending_;              // in-flight gathers
   // (module, invocation) → parameters it used in forward; drives gradient readiness.
   std::map<std::pair<const Module*, int64_t>, std::vector<ParamState*>> uses_;
+  // (module, invocation) → parameters it accessed itself, leaf or not; their full gradients are
+  // counted when its backward ends.
+  std::map<std::pair<const Module*, int64_t>, std::vector<ParamState*>> accessed_;
   std::vector<std::pair<const Module*, int64_t>> invocation_stack_;
   std::vector<ParamState*> reduce_bucket_;                           // ready, not yet reduced
   FetchTrace trace_;

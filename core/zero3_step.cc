@@ -59,11 +59,14 @@ StepStats Zero3Engine::end_step(Context& ctx, double loss_sum) {
 void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
   const bool last_leaf_pass = is_leaf(module) && ctx.current_invocation() == 0;
   if (last_leaf_pass) leaves_done_.insert(&module);
+  auto accessed = accessed_.find({&module, ctx.current_invocation()});
+  if (accessed != accessed_.end()) {
+    for (ParamState* state : accessed->second) account_full_grad(ctx, *state);
+  }
   auto it = uses_.find({&module, ctx.current_invocation()});
   if (it != uses_.end()) {
     for (ParamState* state : it->second) {
       ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
-      account_full_grad(ctx, *state);
       const bool leaf_pending = state->leaf && leaves_done_.count(state->leaf) == 0;
       if (--state->remaining_grad_uses == 0 && !state->reduced && !leaf_pending) reduce_bucket_.push_back(state);
     }
@@ -124,6 +127,9 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
   const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
   layout.pack_full(grads, world_buffer, padding);
+  // Packed into the send buffer, the full gradients are dropped before the collective runs.
+  grads.clear();
+  for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
   Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
   comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
   counters_.reduce_scatters++;
@@ -131,7 +137,6 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     ParamState& state = *reduce_bucket_[i];
     accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(block, i), comm_.world());
     if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
-    release_full_grad(ctx, state);
     state.reduced = true;
   }
   reduce_bucket_.clear();
@@ -164,6 +169,7 @@ void Zero3Engine::end_micro_step(Context& ctx) {
     state->active_uses = 0;
   }
   uses_.clear();
+  accessed_.clear();
   invocation_stack_.clear();
   leaves_done_.clear();
 }

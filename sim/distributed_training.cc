@@ -11,6 +11,7 @@
 #include "core/context.h"
 #include "core/errors.h"
 #include "core/model_zoo.h"
+#include "sim/observed_communicator.h"
 
 namespace zero3 {
 
@@ -38,7 +39,17 @@ struct RankProgramOutput {
   std::vector<StepStats> steps;
   std::vector<OptimizerSlot> final_state;
   EngineCounters counters;
+  std::optional<RankMemory> training_memory;  // peaks when training ended, before the final gather
 };
+
+RankMemory memory_of(const SimAllocator& allocator) {
+  RankMemory memory;
+  for (int category = 0; category < kMemoryCategoryCount; ++category) {
+    memory.peak_bytes[static_cast<size_t>(category)] = allocator.peak_bytes(static_cast<MemoryCategory>(category));
+  }
+  memory.peak_total_bytes = allocator.peak_total_bytes();
+  return memory;
+}
 
 // Every rank writes its own shard file into the staging folder; rank 0 writes the metadata once a
 // barrier says every file is on disk and moves the checkpoint in place, and a second barrier tells
@@ -70,8 +81,10 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
   const int64_t first_step = resume ? resume->manifest.step : 0;
   int64_t save_after = -1;  // no save
   if (!options.save_checkpoint.empty()) save_after = options.save_at_step == 0 ? options.steps : options.save_at_step;
+  // Collectives' staging buffers count as comm_buffer, as in replay.
+  ObservedCommunicator comm(sim.comm(), sim.allocator(), nullptr);
   if (options.config.zero.stage == 3) {
-    Zero3Engine engine(*built.model, sim.comm(), sim.allocator(), options.config, options.bugs);
+    Zero3Engine engine(*built.model, comm, sim.allocator(), options.config, options.bugs);
     if (options.observer_for_rank) engine.set_observer(options.observer_for_rank(sim.rank()));
     Context ctx(sim.kernels(), &engine, sim.rank());
     ctx.tape().count_activations(&sim.allocator());
@@ -81,13 +94,14 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
       if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
       if (step + 1 == save_after) save_rank_checkpoint(sim, options, built, engine.shard_state(), step + 1);
     }
+    output.training_memory = memory_of(sim.allocator());
     output.final_state = engine.gather_full_state(options.steps);
     output.counters = engine.counters();
     return;
   }
   account_replicated_state(sim.allocator(), *built.model, options.config);
   ReplicatedTrainer trainer(*built.model, *built.data, options.config,
-                            {.global_ranks = sim.world(), .comm = &sim.comm(), .allocator = &sim.allocator()});
+                            {.global_ranks = sim.world(), .comm = &comm, .allocator = &sim.allocator()});
   if (resume) trainer.load_state(resume->full);
   Context ctx(sim.kernels(), nullptr, sim.rank());
   ctx.tape().count_activations(&sim.allocator());
@@ -99,6 +113,7 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
       save_rank_checkpoint(sim, options, built, shard_state(trainer.slots(), sim.world(), sim.rank()), step + 1);
     }
   }
+  output.training_memory = memory_of(sim.allocator());
   output.final_state = trainer.slots();
 }
 
@@ -152,13 +167,9 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   result.final_state = outputs[0].final_state;
   result.counters = outputs[0].counters;
   for (int rank = 0; rank < options.world; ++rank) {
-    const SimAllocator& allocator = world.rank(rank).allocator();
-    RankMemory memory;
-    for (int category = 0; category < kMemoryCategoryCount; ++category) {
-      memory.peak_bytes[static_cast<size_t>(category)] = allocator.peak_bytes(static_cast<MemoryCategory>(category));
-    }
-    memory.peak_total_bytes = allocator.peak_total_bytes();
-    result.memory.push_back(memory);
+    // A rank that failed has no training snapshot: its peaks up to the failure.
+    const std::optional<RankMemory>& snapshot = outputs[static_cast<size_t>(rank)].training_memory;
+    result.memory.push_back(snapshot ? *snapshot : memory_of(world.rank(rank).allocator()));
   }
   result.collectives = collective_totals(result.sim);
   return result;

@@ -5,7 +5,7 @@
 #include "core/errors.h"
 #include "core/zero3_engine.h"
 #include "sim/sim_world.h"
-#include "traces/observed_communicator.h"
+#include "sim/observed_communicator.h"
 #include "traces/symmetric_communicator.h"
 #include "traces/trace_recorder.h"
 

@@ -159,7 +159,8 @@ TEST(Replay, ARecordedRunReplaysToExactlyTheCollectivesItIssued) {
 
 TEST(Replay, ARecordedRunReplaysToTheMemoryPeaksItMeasuredOnEveryRank) {
   // The replay drives the same engine over meta tensors and counts gradients and activations by the
-  // recorded events; the run counted them from real tensors. Every category must agree, per rank:
+  // recorded events; the run counted them from real tensors. Every category and the total must
+  // agree, per rank:
   // for an SPMD model (one representative rank) and for MoE routing that differs by rank (a
   // per-rank trace, every rank simulated).
   for (const std::string model : {"gpt-tiny", "kitchen-sink"}) {
@@ -189,10 +190,10 @@ TEST(Replay, ARecordedRunReplaysToTheMemoryPeaksItMeasuredOnEveryRank) {
         const RankMemory& measured = run.memory[static_cast<size_t>(rank.rank)];
         for (int category = 0; category < kMemoryCategoryCount; ++category) {
           const auto which = static_cast<MemoryCategory>(category);
-          if (which == MemoryCategory::comm_buffer) continue;  // the simulator does not stage buffers
           EXPECT_EQ(rank.peaks[static_cast<size_t>(category)].bytes, measured.peak_bytes[static_cast<size_t>(category)])
               << what << " rank " << rank.rank << " " << memory_category_name(which);
         }
+        EXPECT_EQ(rank.peak_total.bytes, measured.peak_total_bytes) << what << " rank " << rank.rank << " total";
       }
     }
   }

@@ -1,7 +1,7 @@
-// ObservedCommunicator: a Communicator decorator for replay. It counts the staging buffers of each
-// collective under comm_buffer from issue until the wait (the engine allocates them but does not
-// account them), and tells the replay driver about every collective as it is issued, so that
-// full gradients can be released when the reduce-scatter that carries them starts.
+// ObservedCommunicator: a Communicator decorator that counts the staging buffers of each collective
+// under comm_buffer from issue until the wait (the engine allocates them but does not account
+// them), for simulated training and replay alike, and tells an optional listener about every
+// collective as it is issued (replay releases full gradients when their reduce-scatter starts).
 //
 //   ObservedCommunicator comm(sim.comm(), memory, [&](CollectiveOp op, const CallSite& site) { ... });
 #pragma once

@@ -1,5 +1,5 @@
 // Forwarding collectives while accounting their staging buffers.
-#include "traces/observed_communicator.h"
+#include "sim/observed_communicator.h"
 
 namespace zero3 {
 
