@@ -35,6 +35,7 @@ Parameter& Model::parameter(const std::string& name) const {
 }
 
 void Model::initialize(uint64_t seed, Device device) {
+  device_ = device;
   for (Parameter* param : parameters_) {
     if (device == Device::meta) {
       param->data = Tensor::meta(param->shape());

@@ -32,6 +32,8 @@ class Model {
 
   // Allocates and fills every parameter's data from `seed` (independent of world size and rank).
   void initialize(uint64_t seed, Device device = Device::cpu);
+  // Where initialize() put the parameters: a model without any is still meta for a shape replay.
+  Device device() const { return device_; }
 
   virtual Var loss(Context& ctx, const Batch& batch) = 0;
 
@@ -44,6 +46,7 @@ class Model {
 
   std::unique_ptr<Module> root_;
   std::vector<Parameter*> parameters_;
+  Device device_ = Device::cpu;
 };
 
 }  // namespace zero3

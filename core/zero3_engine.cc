@@ -17,7 +17,7 @@ namespace zero3 {
 Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
                          BugInjections bugs)
     : model_(model), comm_(comm), allocator_(allocator), config_(config), bugs_(bugs),
-      compute_dtype_(config.bf16 ? DType::bf16 : DType::f32) {
+      compute_dtype_(config.bf16 ? DType::bf16 : DType::f32), device_(model.device()) {
   const int world = comm_.world();
   for (Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");

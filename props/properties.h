@@ -14,6 +14,8 @@
 //                       resuming on W2 equals the DDP reference doing the same from its own
 //                       checkpoint (and, when W2 = W1, the uninterrupted run); the consolidated
 //                       checkpoint equals the reference's parameters and moments at step k.
+//   replay-memory       SPMD case: its recorded trace, replayed, predicts the run's own per-rank
+//                       peak of every memory category and of the total, to the byte.
 //
 //   Verdict verdict = check_equivalence(*gen_spmd_case({}));
 //   RC_ASSERT(verdict.ok);
@@ -35,6 +37,7 @@ Verdict check_lifecycle(const FuzzCase& fuzz_case);
 Verdict check_collective_agreement(const FuzzCase& fuzz_case);
 Verdict check_determinism(const FuzzCase& fuzz_case);
 Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case);
+Verdict check_replay_memory(const FuzzCase& fuzz_case);
 
 // How one ZeRO-3 run of a case ended, against the DDP reference.
 enum class RunOutcome : uint8_t {
