@@ -231,7 +231,9 @@ Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
   reference_saving.save_checkpoint = scratch / "reference";
   reference_saving.save_at_step = plan.save_at_step;
   const DistributedRunResult uninterrupted = run_distributed(zero3_saving);
-  if (!uninterrupted.sim.all_ok()) return fail("ZeRO-3 failed in the run that saves at " + at_k + ", " + root_cause_text(uninterrupted.sim));
+  if (!uninterrupted.sim.all_ok()) {
+    return fail("ZeRO-3 failed in the run that saves at " + at_k + ", " + root_cause_text(uninterrupted.sim));
+  }
   const DistributedRunResult reference = run_distributed(reference_saving);
   std::string differences = differences_from_reference(fuzz_case, uninterrupted, reference);
   if (!differences.empty()) return fail("the run that saved at " + at_k + ": " + differences);
@@ -240,7 +242,9 @@ Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
   consolidate_checkpoint(scratch / "zero3", scratch / "consolidated");
   differences = state_differences(fuzz_case, read_checkpoint(scratch / "consolidated").full,
                                   read_checkpoint(scratch / "reference").full);
-  if (!differences.empty()) return fail("the consolidated checkpoint differs from the DDP reference at " + at_k + " (" + differences + ")");
+  if (!differences.empty()) {
+    return fail("the consolidated checkpoint differs from the DDP reference at " + at_k + " (" + differences + ")");
+  }
 
   // Resume on W2: ZeRO-3 from its sharded checkpoint, the reference from its own.
   FuzzCase resumed_case = fuzz_case;

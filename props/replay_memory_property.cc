@@ -19,13 +19,18 @@ Verdict check_replay_memory(const FuzzCase& fuzz_case) {
   replay.world = fuzz_case.world;
   replay.config = fuzz_case.config;
   const ShapeReplayResult result = replay_trace(trace, replay);
-  if (result.failure) return {.ok = false, .message = "the replay of the recorded run failed: " + result.failure->message};
-  // A symmetric replay stands for every rank with rank 0; a full one simulates each.
-  for (const RankReplay& rank : result.ranks) {
-    const RankMemory& measured = run.memory[static_cast<size_t>(rank.rank)];
+  if (result.failure) {
+    return {.ok = false, .message = "the replay of the recorded run failed: " + result.failure->message};
+  }
+  // A full replay simulates every rank; a symmetric one simulates rank 0 for all of them, and in an
+  // SPMD run every rank holds the same (shards are padded to one size), so each is held to it.
+  for (int measured_rank = 0; measured_rank < fuzz_case.world; ++measured_rank) {
+    const bool symmetric = result.ranks.size() == 1;
+    const RankReplay& rank = result.ranks[symmetric ? 0 : static_cast<size_t>(measured_rank)];
+    const RankMemory& measured = run.memory[static_cast<size_t>(measured_rank)];
     const auto mismatch = [&](const std::string& what, const PeakMoment& predicted, int64_t actual) -> Verdict {
       return {.ok = false,
-              .message = "rank " + std::to_string(rank.rank) + " " + what + ": the replay predicts a peak of " +
+              .message = "rank " + std::to_string(measured_rank) + " " + what + ": the replay predicts a peak of " +
                          std::to_string(predicted.bytes) + " bytes (step " + std::to_string(predicted.step) + ", " +
                          predicted.phase + (predicted.module.empty() ? "" : " in '" + predicted.module + "'") +
                          "), the run measured " + std::to_string(actual) + " (" + result.simulation + " replay)"};
@@ -37,7 +42,9 @@ Verdict check_replay_memory(const FuzzCase& fuzz_case) {
         return mismatch(memory_category_name(static_cast<MemoryCategory>(category)), predicted, actual);
       }
     }
-    if (rank.peak_total.bytes != measured.peak_total_bytes) return mismatch("total", rank.peak_total, measured.peak_total_bytes);
+    if (rank.peak_total.bytes != measured.peak_total_bytes) {
+      return mismatch("total", rank.peak_total, measured.peak_total_bytes);
+    }
   }
   return {};
 }
