@@ -137,7 +137,11 @@ void add_fuzz_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   command->add_option("--inject", flags->options.inject, "switch one injection on (see --list-injections)");
-  command->add_option("--property", flags->options.properties, "run only this property (repeatable)");
+  std::string property_names;
+  for (const FuzzProperty& property : fuzz_properties()) {
+    property_names += (property_names.empty() ? "" : ", ") + property.name;
+  }
+  command->add_option("--property", flags->options.properties, "run only this property (repeatable): " + property_names);
   command->add_option("--out", flags->out_dir, "folder for counterexample case files")->capture_default_str();
   command->add_option("--time-budget", flags->options.time_budget_s, "stop starting new cases after this many seconds")
       ->check(CLI::Range(0.0, 1e9));
