@@ -86,10 +86,11 @@ class Tape {
   void clear();
 
   void count_activations(Allocator* allocator) { allocator_ = allocator; }
-  // The bytes the innermost module still running has recorded itself so far (0 outside modules):
-  // read at its post-forward hook, they are what its exit will count (a recorder writes them).
-  int64_t open_module_activation_bytes() const {
-    return open_enters_.empty() ? 0 : entries_[open_enters_.back()].marker.activation_bytes;
+  // The bytes the module that just exited counted (0 unless the last entry is an exit marker):
+  // read at its post-forward hook, which runs right after the exit is marked (a recorder writes them).
+  int64_t exited_module_activation_bytes() const {
+    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
+    return exited ? entries_.back().marker.activation_bytes : 0;
   }
   // The bytes of ops recorded outside every module (a loss on the model's output) so far.
   int64_t outside_module_activation_bytes() const { return outside_module_bytes_; }

@@ -62,8 +62,9 @@ int64_t Context::enter_module(Module& module) {
 
 void Context::exit_module(Module& module, int64_t invocation) {
   current_invocation_ = invocation;
-  hooks_->post_forward(*this, module);
+  // Marked first: the module's outputs exist before its post-forward hook releases its parameters.
   tape_.mark(MarkerKind::module_exit, &module, invocation);
+  hooks_->post_forward(*this, module);
   ZERO3_CHECK(!module_stack_.empty() && module_stack_.back() == &module, "module exit out of order: " + module.display_name());
   module_stack_.pop_back();
 }

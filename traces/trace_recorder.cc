@@ -33,7 +33,7 @@ class RecordingHooks : public ModuleHooks {
   void post_forward(Context& ctx, Module& module) override {
     inner_.post_forward(ctx, module);
     // What the module's own ops keep for backward, known only now; the replay counts it from here.
-    events_[open_enters_.back()].activation_bytes = ctx.tape().open_module_activation_bytes();
+    events_[open_enters_.back()].activation_bytes = ctx.tape().exited_module_activation_bytes();
     open_enters_.pop_back();
     push(EventKind::exit, &module);
   }
