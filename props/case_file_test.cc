@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
 #include "props/fuzzer.h"
 #include "props/generators.h"
 

@@ -3,9 +3,9 @@
 
 #include <ostream>
 
-#include "core/bug_injection.h"
-#include "core/json_reader.h"
-#include "core/model_zoo.h"
+#include "core/zero3/bug_injection.h"
+#include "core/base/json_reader.h"
+#include "core/models/model_zoo.h"
 #include "sim/fault_plan.h"
 
 namespace zero3 {

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/train_config.h"
+#include "core/training/train_config.h"
 #include "sim/distributed_training.h"
 
 namespace zero3 {
@@ -32,7 +32,7 @@ struct FuzzCase {
   uint64_t seed = 0;  // the simulator's and the data's seed
   int64_t steps = 1;
   TrainConfig config{};
-  std::vector<std::string> inject{};  // Bug names (core/bug_injection.h) switched on in the engine
+  std::vector<std::string> inject{};  // Bug names (core/zero3/bug_injection.h) switched on in the engine
   std::string faults = "none";        // FaultPlan::to_string()
   CheckpointPlan checkpoint{};
 };

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/errors.h"
-#include "core/json_reader.h"
+#include "core/base/errors.h"
+#include "core/base/json_reader.h"
 #include "props/injections.h"
 
 namespace zero3 {

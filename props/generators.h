@@ -17,7 +17,7 @@
 
 #include <rapidcheck.h>
 
-#include "core/train_config.h"
+#include "core/training/train_config.h"
 #include "props/fuzz_case.h"
 #include "props/model_facts.h"
 #include "props/spec_realizer.h"

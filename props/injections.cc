@@ -1,8 +1,8 @@
 // The injections the harness must catch (see injections.h).
 #include "props/injections.h"
 
-#include "core/bug_injection.h"
-#include "core/errors.h"
+#include "core/zero3/bug_injection.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

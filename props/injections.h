@@ -1,4 +1,4 @@
-// The harness's mutation score: every bug that core/bug_injection.h can put back into the engine,
+// The harness's mutation score: every bug that core/zero3/bug_injection.h can put back into the engine,
 // plus the two placeholder policies that DeepSpeed shipped (`empty`, `scalar`), which turn the
 // broadcast trap into silent failures. The suite must catch each one.
 //

@@ -1,7 +1,7 @@
 // Lifecycle invariants checked from outside the engine (see lifecycle_checker.h).
 #include "props/lifecycle_checker.h"
 
-#include "core/module.h"
+#include "core/nn/module.h"
 #include "props/model_facts.h"
 
 namespace zero3 {

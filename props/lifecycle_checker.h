@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/zero3_engine.h"
+#include "core/zero3/zero3_engine.h"
 
 namespace zero3 {
 

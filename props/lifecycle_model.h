@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "core/param_status.h"
-#include "core/parameter.h"
+#include "core/zero3/param_status.h"
+#include "core/nn/parameter.h"
 
 namespace zero3 {
 

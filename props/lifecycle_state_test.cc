@@ -5,7 +5,7 @@
 // LifecycleModel (lifecycle_model.h) predicts; every value a use returns is this rank's master
 // shard where it owns it; a raw use of a partitioned parameter obeys the placeholder policy; an
 // armed allocation fault ends the sequence in an OutOfMemoryError at the next gather. With each
-// lifecycle bug of core/bug_injection.h injected, the same property finds a failing sequence.
+// lifecycle bug of core/zero3/bug_injection.h injected, the same property finds a failing sequence.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
@@ -13,11 +13,11 @@
 
 #include <cstdio>
 
-#include "core/errors.h"
-#include "core/model_zoo.h"
-#include "core/ops.h"
-#include "core/partition.h"
-#include "core/zero3_engine.h"
+#include "core/base/errors.h"
+#include "core/models/model_zoo.h"
+#include "core/autograd/ops.h"
+#include "core/sharding/partition.h"
+#include "core/zero3/zero3_engine.h"
 #include "props/generators.h"
 #include "props/lifecycle_model.h"
 #include "sim/sim_world.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <set>
 
-#include "core/model_zoo.h"
-#include "core/tied_linear.h"
+#include "core/models/model_zoo.h"
+#include "core/nn/tied_linear.h"
 
 namespace zero3 {
 

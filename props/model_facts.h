@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/module.h"
+#include "core/nn/module.h"
 
 namespace zero3 {
 

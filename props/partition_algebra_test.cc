@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "core/bucket_layout.h"
-#include "core/partition.h"
+#include "core/sharding/bucket_layout.h"
+#include "core/sharding/partition.h"
 #include "props/generators.h"
 
 namespace zero3 {

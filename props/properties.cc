@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <memory>
 
-#include "core/checkpoint.h"
-#include "core/errors.h"
-#include "core/hash.h"
-#include "core/model_zoo.h"
+#include "core/training/checkpoint.h"
+#include "core/base/errors.h"
+#include "core/base/hash.h"
+#include "core/models/model_zoo.h"
 #include "props/lifecycle_checker.h"
 #include "props/model_facts.h"
 

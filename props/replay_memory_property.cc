@@ -1,6 +1,6 @@
 // The replay-memory property: a recorded run's trace, replayed, predicts the run's own per-rank
 // memory peaks — every category and the total — to the byte (see properties.h).
-#include "core/allocator.h"
+#include "core/tensor/allocator.h"
 #include "props/properties.h"
 #include "traces/replay.h"
 #include "traces/trace_recorder.h"

@@ -1,10 +1,10 @@
 // Realizing layer draws as a valid sequential model spec (see spec_realizer.h). Module and
-// parameter names follow core/MODEL_SPEC.md, so that tie_to and param name earlier layers.
+// parameter names follow core/models/MODEL_SPEC.md, so that tie_to and param name earlier layers.
 #include "props/spec_realizer.h"
 
 #include <optional>
 
-#include "core/broadcast_layers.h"
+#include "core/nn/broadcast_layers.h"
 
 namespace zero3 {
 

@@ -1,4 +1,4 @@
-// Turning generated layer draws into a valid sequential model spec (core/MODEL_SPEC.md).
+// Turning generated layer draws into a valid sequential model spec (core/models/MODEL_SPEC.md).
 //
 // A draw is a raw choice — a kind, a size, a count, a pick, a flag and a body — that RapidCheck
 // generates and shrinks freely. Realization adapts each draw to the width it meets (a tied_linear

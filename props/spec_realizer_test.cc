@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "core/model_zoo.h"
+#include "core/models/model_zoo.h"
 #include "props/generators.h"
 
 namespace zero3 {

@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "core/checkpoint.h"
-#include "core/errors.h"
-#include "core/model_zoo.h"
+#include "core/training/checkpoint.h"
+#include "core/base/errors.h"
+#include "core/models/model_zoo.h"
 #include "sim/distributed_training.h"
 
 namespace zero3 {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/dtype.h"
-#include "core/errors.h"
+#include "core/tensor/dtype.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "core/communicator.h"
+#include "core/sharding/communicator.h"
 
 namespace zero3 {
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/collective_data.h"
 #include "sim/fault_plan.h"
 #include "sim/fiber_scheduler.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/communicator.h"
+#include "core/sharding/communicator.h"
 #include "sim/hardware_profile.h"
 #include "sim/in_flight_buffers.h"
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/rank_ranges.h"
 
 namespace zero3 {

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/dtype.h"
+#include "core/tensor/dtype.h"
 #include "sim/sim_world.h"
 #include "sim/test_support.h"
 

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "core/rng.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
+#include "core/base/rng.h"
 #include "sim/sim_world.h"
 
 namespace zero3 {

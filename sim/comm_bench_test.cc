@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/comm_bench.h"
 
 namespace zero3 {

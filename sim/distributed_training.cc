@@ -7,10 +7,10 @@
 #include <memory>
 #include <optional>
 
-#include "core/checkpoint.h"
-#include "core/context.h"
-#include "core/errors.h"
-#include "core/model_zoo.h"
+#include "core/training/checkpoint.h"
+#include "core/autograd/context.h"
+#include "core/base/errors.h"
+#include "core/models/model_zoo.h"
 #include "sim/observed_communicator.h"
 
 namespace zero3 {

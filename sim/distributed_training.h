@@ -15,12 +15,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/allocator.h"
-#include "core/bug_injection.h"
-#include "core/optimizer.h"
-#include "core/replicated_trainer.h"
-#include "core/train_config.h"
-#include "core/zero3_engine.h"
+#include "core/tensor/allocator.h"
+#include "core/zero3/bug_injection.h"
+#include "core/training/optimizer.h"
+#include "core/training/replicated_trainer.h"
+#include "core/training/train_config.h"
+#include "core/zero3/zero3_engine.h"
 #include "sim/sim_world.h"
 
 namespace zero3 {
@@ -41,7 +41,7 @@ struct DistributedRunOptions {
   std::function<void(const StepStats&)> on_step;
   // ZeRO-3 only: an observer per rank (the property harness checks lifecycle invariants with it).
   std::function<EngineObserver*(int rank)> observer_for_rank;
-  // Checkpoints (core/checkpoint.h). Resume from this directory, saved at any world size: training
+  // Checkpoints (core/training/checkpoint.h). Resume from this directory, saved at any world size: training
   // continues at the checkpoint's step, so `steps` still counts from the start of training.
   std::string load_checkpoint;
   // Save to this directory after `save_at_step` optimizer steps (0: after the last step).

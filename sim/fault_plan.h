@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/rng.h"
+#include "core/base/errors.h"
+#include "core/base/rng.h"
 
 namespace zero3 {
 

@@ -8,7 +8,7 @@
 
 #include <boost/context/protected_fixedsize_stack.hpp>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

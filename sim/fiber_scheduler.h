@@ -19,7 +19,7 @@
 
 #include <boost/context/fiber.hpp>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 namespace zero3 {
 

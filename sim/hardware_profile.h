@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/communicator.h"
+#include "core/sharding/communicator.h"
 
 namespace zero3 {
 

@@ -1,7 +1,7 @@
 // Every kernel: check its operands against the rank's in-flight collectives, then forward.
 #include "sim/hazard_checking_kernels.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

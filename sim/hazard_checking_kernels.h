@@ -13,7 +13,7 @@
 #pragma once
 #include <initializer_list>
 
-#include "core/kernels.h"
+#include "core/tensor/kernels.h"
 #include "sim/in_flight_buffers.h"
 
 namespace zero3 {

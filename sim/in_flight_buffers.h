@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/communicator.h"
-#include "core/tensor.h"
+#include "core/sharding/communicator.h"
+#include "core/tensor/tensor.h"
 
 namespace zero3 {
 

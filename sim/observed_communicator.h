@@ -7,8 +7,8 @@
 #pragma once
 #include <functional>
 
-#include "core/allocator.h"
-#include "core/communicator.h"
+#include "core/tensor/allocator.h"
+#include "core/sharding/communicator.h"
 
 namespace zero3 {
 

@@ -1,8 +1,8 @@
 // Per-rank event logs, hashed as they grow.
 #include "sim/recorder.h"
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/hash.h"
+#include "core/base/hash.h"
 
 namespace zero3 {
 

@@ -1,7 +1,7 @@
 // Allocation accounting with injected allocation failures.
 #include "sim/sim_allocator.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/fault_plan.h"
 
 namespace zero3 {

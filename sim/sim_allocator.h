@@ -7,7 +7,7 @@
 #pragma once
 #include <string>
 
-#include "core/allocator.h"
+#include "core/tensor/allocator.h"
 
 namespace zero3 {
 

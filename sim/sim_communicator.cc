@@ -1,7 +1,7 @@
 // Argument checks and Work handles over the collective matcher.
 #include "sim/sim_communicator.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/collective_matcher.h"
 
 namespace zero3 {

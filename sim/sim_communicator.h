@@ -5,7 +5,7 @@
 #pragma once
 #include <memory>
 
-#include "core/communicator.h"
+#include "core/sharding/communicator.h"
 
 namespace zero3 {
 

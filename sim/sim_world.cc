@@ -5,7 +5,7 @@
 
 #include <boost/context/fiber.hpp>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/collective_matcher.h"
 #include "sim/fiber_scheduler.h"
 #include "sim/hazard_checking_kernels.h"

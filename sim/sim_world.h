@@ -35,9 +35,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/communicator.h"
-#include "core/kernels.h"
-#include "core/rng.h"
+#include "core/sharding/communicator.h"
+#include "core/tensor/kernels.h"
+#include "core/base/rng.h"
 #include "sim/fault_plan.h"
 #include "sim/hardware_profile.h"
 #include "sim/sim_allocator.h"

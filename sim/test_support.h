@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "core/communicator.h"
-#include "core/rng.h"
-#include "core/tensor.h"
+#include "core/sharding/communicator.h"
+#include "core/base/rng.h"
+#include "core/tensor/tensor.h"
 
 namespace zero3 {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <tuple>
 
-#include "core/model_zoo.h"
-#include "core/partition.h"
+#include "core/models/model_zoo.h"
+#include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
 
 namespace zero3 {

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "sim/comm_bench.h"
 
 namespace zero3 {

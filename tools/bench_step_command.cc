@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
 #include "sim/distributed_training.h"
 #include "tools/commands.h"
 

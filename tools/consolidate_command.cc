@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "core/checkpoint.h"
-#include "core/errors.h"
+#include "core/training/checkpoint.h"
+#include "core/base/errors.h"
 #include "tools/commands.h"
 
 namespace zero3 {

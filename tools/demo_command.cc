@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "tools/commands.h"
 #include "tools/training_run.h"
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <random>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
 #include "props/fuzzer.h"
 #include "props/injections.h"
 #include "tools/commands.h"

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/model_zoo.h"
+#include "core/models/model_zoo.h"
 #include "tools/commands.h"
 
 namespace zero3 {

@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "tools/bench_comm_command.h"
 #include "tools/commands.h"
 

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "core/json_reader.h"
+#include "core/base/atomic_file.h"
+#include "core/base/errors.h"
+#include "core/base/json_reader.h"
 #include "props/fuzzer.h"
 #include "tools/commands.h"
 #include "tools/progress.h"

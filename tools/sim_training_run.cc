@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/atomic_file.h"
-#include "core/checkpoint.h"
-#include "core/errors.h"
-#include "core/hash.h"
-#include "core/model_zoo.h"
-#include "core/partition.h"
+#include "core/base/atomic_file.h"
+#include "core/training/checkpoint.h"
+#include "core/base/errors.h"
+#include "core/base/hash.h"
+#include "core/models/model_zoo.h"
+#include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
 #include "tools/progress.h"
 #include "tools/training_run.h"

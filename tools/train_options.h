@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/train_config.h"
+#include "core/training/train_config.h"
 
 namespace zero3 {
 
@@ -32,7 +32,7 @@ struct TrainOptions {
   bool check = false;  // sim + ZeRO-3: also run the DDP and single-process references and compare
   // Programmatic callers (demo) start from this instead of the built-in defaults; no flag sets it.
   std::optional<TrainConfig> base_config;
-  std::string save_checkpoint;     // directory (core/checkpoint.h)
+  std::string save_checkpoint;     // directory (core/training/checkpoint.h)
   std::optional<int64_t> save_at;  // optimizer steps taken when saving; default: after the last
   std::string load_checkpoint;     // resume from this directory; --steps counts from the start
 };

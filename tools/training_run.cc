@@ -7,13 +7,13 @@
 #include <cstdio>
 
 #include "backend_cuda/cuda_device.h"
-#include "core/atomic_file.h"
-#include "core/checkpoint.h"
-#include "core/errors.h"
-#include "core/hash.h"
-#include "core/kernels.h"
-#include "core/model_zoo.h"
-#include "core/resume_differences.h"
+#include "core/base/atomic_file.h"
+#include "core/training/checkpoint.h"
+#include "core/base/errors.h"
+#include "core/base/hash.h"
+#include "core/tensor/kernels.h"
+#include "core/models/model_zoo.h"
+#include "core/training/resume_differences.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
 

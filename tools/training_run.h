@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint.h"
-#include "core/replicated_trainer.h"
+#include "core/training/checkpoint.h"
+#include "core/training/replicated_trainer.h"
 #include "tools/train_options.h"
 
 namespace zero3 {

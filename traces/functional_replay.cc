@@ -1,9 +1,9 @@
 // Re-running a functional trace with run_distributed and judging it against its expectation.
 #include "traces/functional_replay.h"
 
-#include "core/errors.h"
-#include "core/hash.h"
-#include "core/model_zoo.h"
+#include "core/base/errors.h"
+#include "core/base/hash.h"
+#include "core/models/model_zoo.h"
 
 namespace zero3 {
 

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/json_reader.h"
+#include "core/base/errors.h"
+#include "core/base/json_reader.h"
 
 namespace zero3 {
 

@@ -2,8 +2,8 @@
 // that compare ranks (traces/replay.h).
 #include "traces/replay.h"
 
-#include "core/errors.h"
-#include "core/zero3_engine.h"
+#include "core/base/errors.h"
+#include "core/zero3/zero3_engine.h"
 #include "sim/sim_world.h"
 #include "sim/observed_communicator.h"
 #include "traces/symmetric_communicator.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/train_config.h"
+#include "core/training/train_config.h"
 #include "sim/hardware_profile.h"
 #include "traces/replay_driver.h"
 #include "traces/trace.h"

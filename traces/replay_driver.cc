@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/autograd.h"
-#include "core/errors.h"
-#include "core/module.h"
+#include "core/autograd/autograd.h"
+#include "core/base/errors.h"
+#include "core/nn/module.h"
 
 namespace zero3 {
 

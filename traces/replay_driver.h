@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/zero3_engine.h"
+#include "core/zero3/zero3_engine.h"
 #include "traces/stream_clock.h"
 #include "traces/trace.h"
 #include "traces/trace_model.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <map>
 
-#include "core/allocator.h"
-#include "core/partition.h"
+#include "core/tensor/allocator.h"
+#include "core/sharding/partition.h"
 #include "traces/memory_estimates.h"
 
 namespace zero3 {

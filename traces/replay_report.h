@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/train_config.h"
+#include "core/training/train_config.h"
 #include "traces/hardware_catalog.h"
 #include "traces/replay.h"
 #include "traces/trace.h"

@@ -3,7 +3,7 @@
 // full simulator, placeholder hits, trace invalidations, and recorded runs replayed exactly.
 #include <gtest/gtest.h>
 
-#include "core/partition.h"
+#include "core/sharding/partition.h"
 #include "traces/memory_estimates.h"
 #include "traces/replay.h"
 #include "traces/replay_report.h"

@@ -1,7 +1,7 @@
 // Collectives of the symmetric replay: argument checks, the cost model, the log.
 #include "traces/symmetric_communicator.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

@@ -17,7 +17,7 @@
 #pragma once
 #include <vector>
 
-#include "core/communicator.h"
+#include "core/sharding/communicator.h"
 #include "traces/stream_clock.h"
 #include "traces/trace.h"
 

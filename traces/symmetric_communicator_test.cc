@@ -2,7 +2,7 @@
 // the compute clock, and a loud refusal to fake data movement.
 #include <gtest/gtest.h>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "traces/symmetric_communicator.h"
 
 namespace zero3 {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/atomic_file.h"
+#include "core/base/atomic_file.h"
 
 namespace zero3 {
 

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/shape.h"
+#include "core/tensor/shape.h"
 
 namespace zero3 {
 
@@ -85,7 +85,7 @@ struct TraceRun {
   uint64_t seed = 1;
   int64_t steps = 1;
   nlohmann::json config = nlohmann::json::object();  // DeepSpeed-style
-  std::vector<std::string> inject{};                     // core/bug_injection.h names
+  std::vector<std::string> inject{};                     // core/zero3/bug_injection.h names
   std::string faults{};                                  // sim/fault_plan.h text
   // The fuzzer's checkpoint round trip {"save_at_step", "resume_world"}; null when absent. Only
   // the fuzzer's own checkpoint-round-trip property knows how to replay it.

@@ -3,7 +3,7 @@
 
 #include <unordered_map>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

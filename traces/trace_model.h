@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/model.h"
+#include "core/nn/model.h"
 #include "traces/trace.h"
 
 namespace zero3 {

@@ -4,8 +4,8 @@
 #include <map>
 #include <unordered_map>
 
-#include "core/errors.h"
-#include "core/json_reader.h"
+#include "core/base/errors.h"
+#include "core/base/json_reader.h"
 #include "traces/trace.h"
 #include "traces/trace_reader_parts.h"
 

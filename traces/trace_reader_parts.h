@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "core/json_reader.h"
+#include "core/base/json_reader.h"
 #include "traces/trace.h"
 
 namespace zero3 {

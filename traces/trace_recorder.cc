@@ -5,11 +5,11 @@
 #include <functional>
 #include <map>
 
-#include "core/context.h"
-#include "core/errors.h"
-#include "core/model_zoo.h"
-#include "core/module.h"
-#include "core/replicated_trainer.h"
+#include "core/autograd/context.h"
+#include "core/base/errors.h"
+#include "core/models/model_zoo.h"
+#include "core/nn/module.h"
+#include "core/training/replicated_trainer.h"
 #include "sim/sim_world.h"
 
 namespace zero3 {

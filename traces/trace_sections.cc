@@ -2,9 +2,9 @@
 // expected failure that make a trace replayable functionally (FORMAT.md).
 #include <limits>
 
-#include "core/bug_injection.h"
-#include "core/errors.h"
-#include "core/train_config.h"
+#include "core/zero3/bug_injection.h"
+#include "core/base/errors.h"
+#include "core/training/train_config.h"
 #include "sim/fault_plan.h"
 #include "traces/trace_reader_parts.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "traces/trace.h"
 #include "traces/trace_recorder.h"
 

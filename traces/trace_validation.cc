@@ -2,7 +2,7 @@
 // backward follows forward, and every step ends with its optimizer step (FORMAT.md, "Events").
 #include <vector>
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 #include "traces/trace_reader_parts.h"
 
 namespace zero3 {

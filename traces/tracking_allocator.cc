@@ -1,7 +1,7 @@
 // Peaks with their moment, and memory samples over simulated time.
 #include "traces/tracking_allocator.h"
 
-#include "core/errors.h"
+#include "core/base/errors.h"
 
 namespace zero3 {
 

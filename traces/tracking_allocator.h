@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/allocator.h"
+#include "core/tensor/allocator.h"
 #include "traces/stream_clock.h"
 
 namespace zero3 {

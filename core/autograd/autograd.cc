@@ -1,0 +1,142 @@
+// Vars, the tape, and reverse-mode backpropagation with module markers.
+#include "core/autograd/autograd.h"
+
+#include "core/tensor/allocator.h"
+
+#include "core/autograd/context.h"
+#include "core/base/errors.h"
+#include "core/nn/module.h"
+
+namespace zero3 {
+
+Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<VarNode>()) {
+  node_->value = std::move(value);
+  node_->requires_grad = requires_grad;
+}
+
+const Tensor& Var::value() const {
+  ZERO3_CHECK(node_, "value() of an undefined Var");
+  return node_->value;
+}
+
+Tensor& Var::mutable_value() {
+  ZERO3_CHECK(node_, "mutable_value() of an undefined Var");
+  return node_->value;
+}
+
+const Tensor& Var::grad() const {
+  ZERO3_CHECK(node_, "grad() of an undefined Var");
+  return node_->grad;
+}
+
+bool Var::requires_grad() const { return node_ && node_->requires_grad; }
+
+void Var::accumulate_grad(Context& ctx, const Tensor& gradient) {
+  ZERO3_CHECK(node_, "accumulate_grad on an undefined Var");
+  if (!node_->requires_grad) return;
+  if (gradient.shape() != node_->value.shape()) {
+    throw ShapeError("gradient " + describe(gradient) + " does not match value " + describe(node_->value));
+  }
+  if (!node_->grad.defined()) {
+    node_->grad = gradient.clone();
+    return;
+  }
+  // Shape-only (meta) backward: a sum of gradients has the value's shape and no data to add, and
+  // kernels never see meta tensors.
+  if (node_->grad.is_meta() || gradient.is_meta()) {
+    node_->grad = Tensor::meta(node_->value.shape(), node_->grad.dtype());
+    return;
+  }
+  ctx.kernels().add_into(node_->grad, gradient);
+}
+
+void Var::clear_grad() {
+  if (node_) node_->grad = Tensor();
+}
+
+namespace {
+
+// What keeping `op`'s output costs: nothing for a view of one of its inputs.
+int64_t output_bytes(const TapeOp& op) {
+  const Tensor& output = op.output.value();
+  if (!output.defined()) return 0;
+  for (const Var& input : op.inputs) {
+    if (output.storage_id() != nullptr && input.defined() && input.value().storage_id() == output.storage_id()) return 0;
+  }
+  return output.bytes();
+}
+
+}  // namespace
+
+void Tape::record(TapeOp op) {
+  const int64_t bytes = op.output.defined() ? output_bytes(op) : 0;
+  if (open_enters_.empty()) {
+    outside_module_bytes_ += bytes;
+    acquire_activations(bytes, op.name);
+  } else {
+    entries_[open_enters_.back()].marker.activation_bytes += bytes;
+  }
+  TapeEntry entry;
+  entry.op = std::move(op);
+  entries_.push_back(std::move(entry));
+}
+
+void Tape::mark(MarkerKind kind, Module* module, int64_t invocation) {
+  TapeEntry entry;
+  entry.is_marker = true;
+  entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation};
+  if (kind == MarkerKind::module_enter) {
+    open_enters_.push_back(entries_.size());
+  } else if (!open_enters_.empty()) {
+    entry.marker.activation_bytes = entries_[open_enters_.back()].marker.activation_bytes;
+    open_enters_.pop_back();
+    acquire_activations(entry.marker.activation_bytes, module ? module->name() : "");
+  }
+  entries_.push_back(std::move(entry));
+}
+
+void Tape::clear() {
+  release_activations(held_bytes_);
+  entries_.clear();
+  open_enters_.clear();
+  outside_module_bytes_ = 0;
+}
+
+void Tape::acquire_activations(int64_t bytes, const std::string& what) {
+  if (allocator_ == nullptr || bytes == 0) return;
+  allocator_->acquire(MemoryCategory::activation, bytes, what);
+  held_bytes_ += bytes;
+}
+
+void Tape::release_activations(int64_t bytes) {
+  if (allocator_ == nullptr || bytes == 0) return;
+  allocator_->release(MemoryCategory::activation, bytes);
+  held_bytes_ -= bytes;
+}
+
+void backward(Context& ctx, const Var& loss) {
+  ZERO3_CHECK(loss.defined() && loss.value().numel() == 1, "backward() needs a scalar loss, got " +
+                                                               describe(loss.value()));
+  Var seed = loss;
+  seed.accumulate_grad(ctx, Tensor::full(loss.value().shape(), 1.0f, loss.value().dtype()));
+  const auto& entries = ctx.tape().entries();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    if (it->is_marker) {
+      // Reversed: an exit marker starts the module's backward, its enter marker ends it.
+      ctx.current_invocation_ = it->marker.invocation;
+      if (it->marker.kind == MarkerKind::module_exit) {
+        ctx.hooks().pre_backward(ctx, *it->marker.module);
+      } else {
+        ctx.tape().release_activations(it->marker.activation_bytes);
+        ctx.hooks().post_backward(ctx, *it->marker.module);
+      }
+      continue;
+    }
+    const TapeOp& op = it->op;
+    if (!op.output.grad().defined()) continue;  // nothing downstream of this op reached the loss
+    op.backward(ctx, op.output.grad());
+  }
+  ctx.tape().clear();
+}
+
+}  // namespace zero3

@@ -1,0 +1,114 @@
+// Op-tape autograd. Every op run in forward appends a TapeOp to its Context's tape; module calls
+// append enter/exit markers around their ops. Backward walks the tape in reverse: an exit marker
+// opens a module's backward (pre-backward hook), the matching enter marker closes it
+// (post-backward hook), so the engine sees module backward exactly as it sees module forward,
+// once per invocation even when a module runs several times in one forward.
+//
+// Rule for op authors: a backward closure reads its inputs through their Vars at backward time
+// (`input.value()`), never through a Tensor captured in forward. A parameter released after
+// forward must be fetched again before its module's backward, exactly as in a real ZeRO-3 engine;
+// reading it through the Var makes a missing fetch visible instead of silently using a stale copy.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace zero3 {
+
+class Allocator;
+class Context;
+class Module;
+
+struct VarNode {
+  Tensor value;
+  Tensor grad;  // undefined until some gradient flows in
+  bool requires_grad = false;
+};
+
+// A handle to a value in the autograd graph. Copies share the node.
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor value, bool requires_grad = false);
+
+  bool defined() const { return node_ != nullptr; }
+  const Tensor& value() const;
+  Tensor& mutable_value();
+  const Tensor& grad() const;
+  bool requires_grad() const;
+  const Shape& shape() const { return value().shape(); }
+  bool same_node(const Var& other) const { return node_ == other.node_; }
+
+  // Adds `gradient` (same shape as value) into grad, allocating it on first use.
+  void accumulate_grad(Context& ctx, const Tensor& gradient);
+  void clear_grad();
+
+ private:
+  std::shared_ptr<VarNode> node_;
+};
+
+struct TapeOp {
+  std::string name;
+  std::vector<Var> inputs;
+  Var output;
+  // Receives the gradient of `output`; accumulates into the inputs that require grad.
+  std::function<void(Context&, const Tensor& grad_output)> backward;
+};
+
+enum class MarkerKind : uint8_t { module_enter, module_exit };
+
+struct ModuleMarker {
+  MarkerKind kind;
+  Module* module;
+  int64_t invocation;  // 0 for the first call of this module in this forward, 1 for the second...
+  // Bytes of the op outputs this invocation itself recorded (not its children's; views of an input
+  // are free), on both of its markers: the activations it keeps alive until its backward ends.
+  int64_t activation_bytes = 0;
+};
+
+struct TapeEntry {
+  bool is_marker = false;
+  TapeOp op;
+  ModuleMarker marker{};
+};
+
+// The tape also keeps the activation count: with an allocator set, each module invocation's
+// outputs are acquired as `activation` when it exits and released when its backward ends (ops
+// outside every module when they run); whatever is still held is released by clear().
+class Tape {
+ public:
+  void record(TapeOp op);
+  void mark(MarkerKind kind, Module* module, int64_t invocation);
+  const std::vector<TapeEntry>& entries() const { return entries_; }
+  void clear();
+
+  void count_activations(Allocator* allocator) { allocator_ = allocator; }
+  // The bytes the module that just exited counted (0 unless the last entry is an exit marker):
+  // read at its post-forward hook, which runs right after the exit is marked (a recorder writes them).
+  int64_t exited_module_activation_bytes() const {
+    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
+    return exited ? entries_.back().marker.activation_bytes : 0;
+  }
+  // The bytes of ops recorded outside every module (a loss on the model's output) so far.
+  int64_t outside_module_activation_bytes() const { return outside_module_bytes_; }
+  // Called by backward() when the module whose markers carry `bytes` finished its backward.
+  void release_activations(int64_t bytes);
+
+ private:
+  void acquire_activations(int64_t bytes, const std::string& what);
+
+  std::vector<TapeEntry> entries_;
+  std::vector<size_t> open_enters_;  // entry index of each module enter not yet exited
+  Allocator* allocator_ = nullptr;
+  int64_t held_bytes_ = 0;
+  int64_t outside_module_bytes_ = 0;
+};
+
+// Backpropagates from a scalar `loss` (gradient 1) through ctx's tape, firing the module backward
+// hooks at the markers, then clears the tape.
+void backward(Context& ctx, const Var& loss);
+
+}  // namespace zero3

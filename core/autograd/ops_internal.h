@@ -1,0 +1,37 @@
+// Helpers shared by the op files (ops*.cc), defined in ops.cc; not part of the public op set.
+// Every op checks shapes, allocates its output (meta in, meta out), calls the kernel and records
+// a backward closure. Backward closures read inputs through their Vars (autograd.h) and capture
+// only saved intermediates such as layer-norm statistics.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/autograd/ops.h"
+
+namespace zero3 {
+
+using Backward = std::function<void(Context&, const Tensor& grad_output)>;
+
+// PyTorch promotion for the two float types: bf16 only when every operand is bf16.
+DType promote(DType a, DType b);
+
+Tensor make_output(const Shape& shape, DType dtype, bool meta);
+
+void require_defined(const char* op, const Var& var, const char* what);
+
+void add_grad(Context& ctx, Var var, const Tensor& gradient);
+
+// Wraps `value` as the op's output and records `backward` when any input takes a gradient. A meta
+// output records a shape-only backward instead: each input gets a meta gradient of its shape.
+Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward);
+
+// The gradient of an input from a gradient of the op's (possibly broadcast) output: summed over the
+// broadcast dims and stored in the input's dtype.
+Tensor reduce_to(Context& ctx, const Tensor& grad, const Tensor& input);
+
+// Ids and targets are floats holding integers in [0, limit); anything else is a ShapeError that
+// names the value, its position and what it indexes.
+void check_indices(const char* op, const char* what, const Tensor& indices, int64_t limit, const std::string& target);
+
+}  // namespace zero3

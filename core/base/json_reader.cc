@@ -1,0 +1,138 @@
+// Validating JSON access with file + JSON path in every error.
+#include "core/base/json_reader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+
+JsonReader::JsonReader(const nlohmann::json& json, std::string source, std::string path)
+    : json_(json), source_(std::move(source)), path_(std::move(path)) {}
+
+void JsonReader::fail(const std::string& expected) const {
+  throw_json_error(source_, path_, "expected " + expected + ", got " + json_excerpt(json_));
+}
+
+bool JsonReader::has(const std::string& key) const { return json_.is_object() && json_.contains(key); }
+
+JsonReader JsonReader::at(const std::string& key) const {
+  expect_object();
+  if (!json_.contains(key)) throw_json_error(source_, path_, "missing required key '" + key + "'");
+  return JsonReader(json_.at(key), source_, path_ + "/" + key);
+}
+
+JsonReader JsonReader::at(size_t index) const {
+  expect_array();
+  return JsonReader(json_.at(index), source_, path_ + "/" + std::to_string(index));
+}
+
+size_t JsonReader::size() const {
+  expect_array();
+  return json_.size();
+}
+
+std::vector<std::string> JsonReader::keys() const {
+  expect_object();
+  std::vector<std::string> out;
+  for (const auto& item : json_.items()) out.push_back(item.key());
+  return out;
+}
+
+int64_t JsonReader::as_int(int64_t min, int64_t max) const {
+  const std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (json_.is_number_integer()) {
+    const int64_t value = json_.get<int64_t>();
+    if (value >= min && value <= max) return value;
+  } else if (json_.is_number_float()) {
+    // DeepSpeed configs often write integers as 5e7; accept them when they are whole.
+    const double value = json_.get<double>();
+    if (value == static_cast<double>(static_cast<int64_t>(value)) && value >= static_cast<double>(min) &&
+        value <= static_cast<double>(max)) {
+      return static_cast<int64_t>(value);
+    }
+  }
+  fail(range);
+}
+
+double JsonReader::as_number(double min, double max) const {
+  if (json_.is_number()) {
+    const double value = json_.get<double>();
+    if (value >= min && value <= max) return value;
+  }
+  std::ostringstream range;
+  range << "a number in [" << min << ", " << max << "]";
+  fail(range.str());
+}
+
+bool JsonReader::as_bool() const {
+  if (!json_.is_boolean()) fail("true or false");
+  return json_.get<bool>();
+}
+
+std::string JsonReader::as_string() const {
+  if (!json_.is_string()) fail("a string");
+  return json_.get<std::string>();
+}
+
+std::string JsonReader::as_choice(const std::vector<std::string>& allowed) const {
+  if (json_.is_string()) {
+    const std::string value = json_.get<std::string>();
+    for (const auto& choice : allowed) {
+      if (choice == value) return value;
+    }
+  }
+  std::vector<std::string> quoted;
+  for (const auto& choice : allowed) quoted.push_back("\"" + choice + "\"");
+  fail("one of " + join_words(quoted));
+}
+
+void JsonReader::expect_object() const {
+  if (!json_.is_object()) fail("an object");
+}
+
+void JsonReader::expect_array() const {
+  if (!json_.is_array()) fail("an array");
+}
+
+void JsonReader::expect_only_keys(const std::vector<std::string>& allowed) const {
+  expect_object();
+  for (const auto& item : json_.items()) {
+    bool known = false;
+    for (const auto& key : allowed) known = known || key == item.key();
+    if (known) continue;
+    throw_json_error(source_, path_ + "/" + item.key(),
+                     "unknown key '" + item.key() + "' (allowed: " + join_words(allowed) + ")");
+  }
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path + ": cannot be read (missing file or no permission)");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return nlohmann::json::parse(buffer.str());
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(path + ": not valid JSON: " + error.what());
+  }
+}
+
+void throw_json_error(const std::string& source, const std::string& pointer, const std::string& message) {
+  throw InputError(source + ": at " + (pointer.empty() ? "/" : pointer) + ": " + message);
+}
+
+std::string json_excerpt(const nlohmann::json& value) {
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
+  return out;
+}
+
+}  // namespace zero3

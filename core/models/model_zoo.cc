@@ -1,0 +1,163 @@
+// Built-in model specs, spec files, and the data source that goes with each model kind.
+#include "core/models/model_zoo.h"
+
+#include <filesystem>
+#include <map>
+
+#include "core/models/byte_file_data.h"
+#include "core/base/errors.h"
+#include "core/models/gpt_model.h"
+#include "core/base/json_reader.h"
+#include "core/models/markov_data.h"
+#include "core/models/model_spec.h"
+#include "core/models/sequential_spec.h"
+#include "core/models/teacher_data.h"
+
+namespace zero3 {
+
+namespace {
+
+// The built-ins, written as the JSON a user would write (MODEL_SPEC.md shows the same shapes).
+const std::map<std::string, const char*>& builtin_specs() {
+  static const std::map<std::string, const char*> specs = {
+      {"mlp-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 32}, {"type": "gelu"}, {"type": "linear", "out": 32}, {"type": "gelu"},
+          {"type": "linear", "out": 4}]})"},
+      {"classifier-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "cross_entropy", "layers": [
+          {"type": "linear", "out": 32}, {"type": "relu"}, {"type": "layer_norm"}, {"type": "linear", "out": 5}]})"},
+      {"gpt-tiny", R"({"kind": "gpt", "vocab": 64, "context": 16, "layers": 2, "heads": 2, "width": 32})"},
+      // Byte-level: vocab 256, for `zero3 train --data FILE` on any text file.
+      {"gpt-bytes", R"({"kind": "gpt", "vocab": 256, "context": 32, "layers": 2, "heads": 4, "width": 64})"},
+      {"gpt2-124m", R"({"kind": "gpt", "vocab": 50257, "context": 1024, "layers": 12, "heads": 12, "width": 768})"},
+      {"moe-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 16}, {"type": "gelu"},
+          {"type": "residual", "layers": [{"type": "moe", "experts": 4, "hidden": 16}]},
+          {"type": "linear", "out": 4}]})"},
+      // Linear(8, 0) takes part in the loss through a concat: DeepSpeed's zero-sized-parameter case.
+      {"zero-sized", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "concat", "layers": [{"type": "linear", "out": 0}]},
+          {"type": "linear", "out": 16}, {"type": "gelu"}, {"type": "linear", "out": 4}]})"},
+      // h[B, 1] * p[4] through a raw handle: a placeholder [0] or [1] p silently changes the loss.
+      {"broadcast-trap", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 4}, {"type": "scale", "shape": [4]}, {"type": "linear", "out": 1},
+          {"type": "sum_residual", "layers": [{"type": "raw_scale", "param": "layers.1.scale"}]}]})"},
+      {"repeat-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 16}, {"type": "gelu"},
+          {"type": "repeat", "times": 3, "layers": [{"type": "linear", "out": 16}, {"type": "gelu"}]},
+          {"type": "linear", "out": 4}]})"},
+      {"tied-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 16}, {"type": "gelu"},
+          {"type": "tied_linear", "tie_to": "layers.0", "transpose": true}, {"type": "linear", "out": 4}]})"},
+      {"unused-tiny", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 16}, {"type": "unused_linear", "out": 16}, {"type": "gelu"},
+          {"type": "linear", "out": 4}]})"},
+      // One of every layer type, for demos and as a seed for the fuzzer's generators.
+      {"kitchen-sink", R"({"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+          {"type": "linear", "out": 16}, {"type": "layer_norm"}, {"type": "scale", "shape": [16, 1]},
+          {"type": "residual", "layers": [{"type": "moe", "experts": 3, "hidden": 8}]},
+          {"type": "repeat", "times": 2, "layers": [{"type": "linear", "out": 16}, {"type": "relu"}]},
+          {"type": "sum_residual", "layers": [{"type": "linear", "out": 0}]},
+          {"type": "tied_linear", "tie_to": "layers.0", "transpose": true, "bias": true},
+          {"type": "unused_linear", "out": 4}, {"type": "bias", "shape": [1]},
+          {"type": "concat", "layers": [{"type": "raw_scale", "shape": [1]}]}, {"type": "gelu"},
+          {"type": "linear", "out": 4, "bias": false}]})"},
+  };
+  return specs;
+}
+
+// The default name: the built-in's name, or the spec file's stem.
+std::string name_from_source(const std::string& source) {
+  const std::string prefix = "builtin:";
+  if (source.starts_with(prefix)) return source.substr(prefix.size());
+  return std::filesystem::path(source).stem().string();
+}
+
+GptConfig read_gpt_config(const SpecNode& spec) {
+  spec.expect_object({"zero3_model_spec", "name", "kind", "vocab", "context", "layers", "heads", "width"},
+                     "a gpt model spec");
+  GptConfig config;
+  config.vocab = spec.at("vocab").integer(1);
+  config.context = spec.at("context").integer(1);
+  config.layers = spec.at("layers").integer(0);
+  config.heads = spec.at("heads").integer(1);
+  config.width = spec.at("width").integer(1);
+  if (config.width % config.heads != 0) {
+    spec.at("heads").fail_expected("a divisor of the width " + std::to_string(config.width));
+  }
+  return config;
+}
+
+BuiltModel build_gpt(const SpecNode& spec, const ModelOptions& options) {
+  const GptConfig config = read_gpt_config(spec);
+  BuiltModel built;
+  built.model = std::make_unique<GptModel>(config);
+  if (options.data_file.empty()) {
+    built.data = std::make_unique<MarkovData>(options.seed, config.vocab, config.context);
+    return built;
+  }
+  if (config.vocab < ByteFileData::kVocab) {
+    spec.at("vocab").fail_expected("a vocab of at least 256 to train on the bytes of data file '" +
+                                   options.data_file + "'");
+  }
+  built.data = std::make_unique<ByteFileData>(options.data_file, options.seed, config.context);
+  return built;
+}
+
+BuiltModel build_sequential(const SpecNode& spec, const ModelOptions& options) {
+  if (!options.data_file.empty()) {
+    spec.at("kind").fail("a data file ('" + options.data_file + "') feeds gpt models only; expected kind \"gpt\"");
+  }
+  auto model = build_sequential_model(spec);
+  BuiltModel built;
+  built.data = std::make_unique<TeacherData>(options.seed, model->input_width(), model->output_width(),
+                                             model->loss_kind());
+  built.model = std::move(model);
+  return built;
+}
+
+nlohmann::json read_spec_file(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) {
+    throw InputError("'" + path + "' is neither a built-in model (" + join_words(builtin_model_names()) +
+                     ") nor a model spec file");
+  }
+  return read_json_file(path);
+}
+
+}  // namespace
+
+std::vector<std::string> builtin_model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : builtin_specs()) names.push_back(name);
+  return names;
+}
+
+nlohmann::json builtin_model_spec(const std::string& name) {
+  const auto found = builtin_specs().find(name);
+  if (found == builtin_specs().end()) {
+    throw InputError("unknown built-in model '" + name + "'; built-in models: " + join_words(builtin_model_names()));
+  }
+  nlohmann::json spec = {{"zero3_model_spec", kModelSpecVersion}, {"name", name}};
+  spec.update(nlohmann::json::parse(found->second));
+  return spec;
+}
+
+BuiltModel build_model(const std::string& name_or_path, const ModelOptions& options) {
+  if (builtin_specs().contains(name_or_path)) {
+    return build_model_from_spec(builtin_model_spec(name_or_path), "builtin:" + name_or_path, options);
+  }
+  return build_model_from_spec(read_spec_file(name_or_path), name_or_path, options);
+}
+
+BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& source, const ModelOptions& options) {
+  nlohmann::json resolved = spec;
+  const SpecNode root(spec, source, &resolved);
+  root.require_object("a model spec");
+  check_spec_version(root);
+  const std::string kind = root.at("kind").one_of({"gpt", "sequential"});
+  root.at("name").text_or(name_from_source(source));
+  BuiltModel built = kind == "gpt" ? build_gpt(root, options) : build_sequential(root, options);
+  built.spec = std::move(resolved);
+  return built;
+}
+
+}  // namespace zero3

@@ -1,0 +1,69 @@
+// The transformer pieces: causal self-attention, the MLP block and the pre-norm block.
+#include "core/nn/attention.h"
+
+#include <gtest/gtest.h>
+
+#include "core/tensor/kernels.h"
+#include "core/nn/mlp.h"
+#include "core/nn/module_gradcheck.h"
+#include "core/nn/transformer.h"
+
+namespace zero3 {
+namespace {
+
+GradcheckResult check_layer(ModuleHarness& harness, const Shape& input_shape) {
+  auto& layer = harness.root_as<Layer>();
+  return module_gradcheck([&](Context& ctx, const std::vector<Var>& in) {
+    return weighted_sum(ctx, layer.forward(ctx, in[0]), 6);
+  }, {seeded_normal(input_shape, 9)}, harness.parameters());
+}
+
+TEST(AttentionBlock, GradientsMatchFiniteDifferences) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f));
+  const auto result = check_layer(harness, {2, 3, 4});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(AttentionBlock, SingleHeadSingleStepGradientsMatchFiniteDifferences) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(2, 1, 0.5f, 0.5f));
+  const auto result = check_layer(harness, {1, 1, 2});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(AttentionBlock, EarlierPositionsIgnoreLaterOnes) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f));
+  auto& attn = harness.root_as<CausalSelfAttention>();
+  Tensor x = seeded_normal({1, 3, 4}, 1);
+  Context ctx(cpu_kernels());
+  const Tensor before = attn.forward(ctx, constant(x)).value().clone();
+  for (int64_t c = 0; c < 4; ++c) x.data()[2 * 4 + c] += 5.0f;  // change only the last position
+  const Tensor after = attn.forward(ctx, constant(x)).value();
+  for (int64_t i = 0; i < 2 * 4; ++i) EXPECT_EQ(before.data()[i], after.data()[i]) << "element " << i;
+  EXPECT_NE(before.data()[2 * 4], after.data()[2 * 4]);
+}
+
+TEST(Mlp, GradientsMatchFiniteDifferences) {
+  ModuleHarness harness(std::make_unique<Mlp>(3, 5, 0.5f, 0.5f));
+  const auto result = check_layer(harness, {2, 3});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(Mlp, ZeroHiddenWidthOutputsTheProjectionBias) {
+  ModuleHarness harness(std::make_unique<Mlp>(3, 0, 0.5f, 0.5f));
+  auto& mlp = harness.root_as<Mlp>();
+  mlp.proj().bias()->data = Tensor::from_values({3}, {1, 2, 3});
+  Context ctx(cpu_kernels());
+  const Var y = mlp.forward(ctx, constant(seeded_normal({2, 3}, 1)));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y.value().data()[i], static_cast<float>(i % 3 + 1));
+  const auto result = check_layer(harness, {2, 3});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(TransformerBlock, GradientsMatchFiniteDifferences) {
+  ModuleHarness harness(std::make_unique<TransformerBlock>(4, 2, 0.5f, 0.5f));
+  const auto result = check_layer(harness, {2, 3, 4});
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+}  // namespace
+}  // namespace zero3

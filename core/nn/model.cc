@@ -1,0 +1,58 @@
+// Model naming, numbering and initialisation.
+#include "core/nn/model.h"
+
+#include "core/base/errors.h"
+#include "core/base/rng.h"
+
+namespace zero3 {
+
+Model::Model(std::unique_ptr<Module> root) : root_(std::move(root)) {}
+
+void Model::finalize() {
+  name_subtree(*root_, "");
+  parameters_ = root_->all_parameters();
+  for (size_t id = 0; id < parameters_.size(); ++id) parameters_[id]->id_ = static_cast<int64_t>(id);
+}
+
+void Model::name_subtree(Module& module, const std::string& prefix) {
+  module.name_ = prefix;
+  const std::string child_prefix = prefix.empty() ? "" : prefix + ".";
+  for (auto& param : module.parameters_) param->name_ = child_prefix + param->local_name();
+  for (auto& child : module.children_) name_subtree(*child, child_prefix + child->local_name());
+}
+
+int64_t Model::parameter_count() const {
+  int64_t count = 0;
+  for (const Parameter* param : parameters_) count += param->numel();
+  return count;
+}
+
+Parameter& Model::parameter(const std::string& name) const {
+  for (Parameter* param : parameters_) {
+    if (param->name() == name) return *param;
+  }
+  throw InputError("model has no parameter named '" + name + "'");
+}
+
+void Model::initialize(uint64_t seed, Device device) {
+  device_ = device;
+  for (Parameter* param : parameters_) {
+    if (device == Device::meta) {
+      param->data = Tensor::meta(param->shape());
+      continue;
+    }
+    param->data = Tensor::zeros(param->shape());
+    // The stream is the parameter's name, so adding a parameter elsewhere changes nothing here.
+    const uint64_t stream = stream_id(param->name().c_str());
+    auto values = param->data.values();
+    for (size_t i = 0; i < values.size(); ++i) {
+      switch (param->init()) {
+        case Init::normal: values[i] = static_cast<float>(standard_normal(seed, stream, i) * param->init_std()); break;
+        case Init::zeros: values[i] = 0.0f; break;
+        case Init::ones: values[i] = 1.0f; break;
+      }
+    }
+  }
+}
+
+}  // namespace zero3

@@ -1,0 +1,59 @@
+// Parameter: one learnable tensor with exactly one owner module, a dotted name and a stable id
+// assigned in registration order (identical on every rank).
+//
+// `data` is the full tensor as the unsharded reference trainer sees it. An engine that partitions
+// parameters keeps its own shards and answers checked and raw accesses through ModuleHooks; for
+// raw handles it applies the placeholder policy below.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/tensor/tensor.h"
+
+namespace zero3 {
+
+class Module;
+
+// What a raw (unchecked) handle shows while its parameter is partitioned.
+enum class PlaceholderPolicy : uint8_t {
+  error,   // any use raises, naming the parameter, its shape, its status and the module (default)
+  empty,   // a shape-[0] tensor, as DeepSpeed does today
+  scalar,  // a shape-[1] tensor holding 1.0, as DeepSpeed did in 2021
+};
+const char* placeholder_policy_name(PlaceholderPolicy policy);
+bool parse_placeholder_policy(const std::string& text, PlaceholderPolicy* out);
+
+// How a parameter is initialised from the model seed.
+enum class Init : uint8_t {
+  normal,  // N(0, std) with std given per parameter
+  zeros,
+  ones,
+};
+
+class Parameter {
+ public:
+  Parameter(Module* owner, std::string local_name, Shape shape, Init init, float init_std);
+
+  int64_t id() const { return id_; }
+  const std::string& name() const { return name_; }  // dotted, from the model root
+  const std::string& local_name() const { return local_name_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return shape_numel(shape_); }
+  Module& owner() const { return *owner_; }
+  Init init() const { return init_; }
+  float init_std() const { return init_std_; }
+
+  Tensor data;  // the full value (reference trainer); see the file comment
+
+ private:
+  friend class Model;  // assigns names and ids once the tree is complete
+  Module* owner_;
+  std::string local_name_;
+  std::string name_;
+  int64_t id_ = -1;
+  Shape shape_;
+  Init init_;
+  float init_std_;
+};
+
+}  // namespace zero3

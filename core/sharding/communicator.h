@@ -1,0 +1,89 @@
+// The Communicator seam: collectives among the ranks of one world, implemented by SimCommunicator
+// (sim/) and NcclCommunicator (backend_cuda/). The engine is written against this file only.
+//
+// Buffer layout follows NCCL exactly:
+//   all_gather:     send[count] from every rank; recv[count * world], rank i's block at i * count.
+//   reduce_scatter: send[count * world] on every rank; rank i receives the reduction of block i.
+//   all_reduce:     send and recv [count]; broadcast: `root`'s buffer copied into every rank's.
+// Sums are taken in rank order (rank 0 + rank 1 + ...), so results are deterministic.
+// Zero-count collectives are legal and are still matched across ranks.
+//
+// Every call carries a CallSite saying who asked (module, parameters, step, phase); a collective
+// mismatch or deadlock report prints each rank's CallSite, so the user sees which module diverged.
+//
+//   auto work = comm.all_gather_async(shard, gathered, {.module = "h.0.attn", .step = 3});
+//   ...                      // overlap compute
+//   work->wait();            // gathered is readable only after this
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace zero3 {
+
+enum class CollectiveOp : uint8_t { all_gather, reduce_scatter, all_reduce, broadcast, barrier };
+enum class ReduceOp : uint8_t { sum, max };
+
+const char* collective_op_name(CollectiveOp op);
+const char* reduce_op_name(ReduceOp op);
+
+struct CallSite {
+  std::string module{};               // dotted module name, "" when not inside a module
+  std::vector<std::string> params{};  // parameter names the collective moves
+  int64_t step = -1;
+  std::string phase{};                // "forward", "backward", "step", "checkpoint", ...
+};
+std::string describe(const CallSite& site);
+
+// The signature that must agree across ranks for one collective (by sequence number).
+struct CollectiveSignature {
+  CollectiveOp op = CollectiveOp::barrier;
+  DType dtype = DType::f32;
+  int64_t count = 0;   // elements per rank block (NCCL's count)
+  int root = -1;       // broadcast only
+  ReduceOp reduce = ReduceOp::sum;
+  bool operator==(const CollectiveSignature&) const = default;
+};
+std::string describe(const CollectiveSignature& signature);
+// Bytes of the whole buffer a collective moves: count * world elements for all-gather and
+// reduce-scatter, count for all-reduce and broadcast, none for a barrier.
+int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world);
+
+// Handle of an asynchronous collective. The output buffer must not be read before wait().
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool done() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  // recv.numel() must be send.numel() * world().
+  virtual std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) = 0;
+  // send.numel() must be recv.numel() * world().
+  virtual std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
+                                                     const CallSite& site) = 0;
+  // In place: buffer holds this rank's input and, after wait(), the reduction.
+  virtual std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) = 0;
+  virtual std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) = 0;
+  virtual std::shared_ptr<Work> barrier_async(const CallSite& site) = 0;
+
+  // Blocking forms.
+  void all_gather(const Tensor& send, Tensor& recv, const CallSite& site) { all_gather_async(send, recv, site)->wait(); }
+  void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site) {
+    reduce_scatter_async(send, recv, op, site)->wait();
+  }
+  void all_reduce(Tensor& buffer, ReduceOp op, const CallSite& site) { all_reduce_async(buffer, op, site)->wait(); }
+  void broadcast(Tensor& buffer, int root, const CallSite& site) { broadcast_async(buffer, root, site)->wait(); }
+  void barrier(const CallSite& site) { barrier_async(site)->wait(); }
+};
+
+}  // namespace zero3

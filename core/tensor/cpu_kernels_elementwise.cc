@@ -1,0 +1,216 @@
+// Elementwise kernels (binary with broadcasting, unary, scale, copy), whole-tensor sums and AdamW.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/tensor/cpu_kernels_internal.h"
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+
+// Strides of `shape` seen from the rank of `target`: leading missing dims and size-1 dims get
+// stride 0, so one index walk over `target` reads the broadcast operand.
+std::vector<int64_t> aligned_strides(const Shape& shape, const Shape& target) {
+  const size_t offset = target.size() - shape.size();
+  std::vector<int64_t> strides(target.size(), 0);
+  const std::vector<int64_t> own = contiguous_strides(shape);
+  for (size_t i = 0; i < shape.size(); ++i) strides[offset + i] = shape[i] == 1 ? 0 : own[i];
+  return strides;
+}
+
+// True when `small`, leading 1s dropped, equals the trailing dims of `big`: a row vector (or a
+// block of trailing dims) repeated over the leading dims of `big`.
+bool is_trailing_block(const Shape& small, const Shape& big) {
+  size_t first = 0;
+  while (first < small.size() && small[first] == 1) ++first;
+  const size_t kept = small.size() - first;
+  if (kept > big.size()) return false;
+  return std::equal(small.begin() + first, small.end(), big.end() - kept);
+}
+
+template <class F>
+void binary_loop(F f, const Tensor& a, const Tensor& b, Tensor& out) {
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* po = out.data();
+  const int64_t n = out.numel();
+  const Shape& shape = out.shape();
+  if (a.shape() == shape && b.shape() == shape) {
+    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+  } else if (a.shape() == shape && b.numel() == 1) {
+    const float vb = pb[0];
+    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], vb);
+  } else if (b.shape() == shape && a.numel() == 1) {
+    const float va = pa[0];
+    for (int64_t i = 0; i < n; ++i) po[i] = f(va, pb[i]);
+  } else if (a.shape() == shape && is_trailing_block(b.shape(), shape)) {
+    const int64_t inner = b.numel();
+    for (int64_t row = 0; row < n; row += inner) {
+      for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[row + i], pb[i]);
+    }
+  } else if (b.shape() == shape && is_trailing_block(a.shape(), shape)) {
+    const int64_t inner = a.numel();
+    for (int64_t row = 0; row < n; row += inner) {
+      for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[i], pb[row + i]);
+    }
+  } else {
+    for_each_row(shape, aligned_strides(a.shape(), shape), aligned_strides(b.shape(), shape),
+                 [&](int64_t offset, int64_t oa, int64_t ob, int64_t count, int64_t sa, int64_t sb) {
+                   for (int64_t i = 0; i < count; ++i) po[offset + i] = f(pa[oa + i * sa], pb[ob + i * sb]);
+                 });
+  }
+}
+
+float gelu_value(float x) {
+  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  return 0.5f * x * (1.0f + std::tanh(inner));
+}
+
+float gelu_derivative(float x) {
+  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
+  const float t = std::tanh(inner);
+  const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
+}
+
+void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
+  std::vector<double> totals(static_cast<size_t>(cols), 0.0);
+  for (int64_t row = 0; row < in_numel; row += cols) {
+    for (int64_t c = 0; c < cols; ++c) totals[c] += in[row + c];
+  }
+  for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(totals[c]);
+}
+
+}  // namespace
+
+void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  ZERO3_CHECK(out.shape() == broadcast_shapes(a.shape(), b.shape()), "binary out " + describe(out));
+  if (out.numel() == 0) return;
+  switch (op) {
+    case BinaryOp::add: binary_loop([](float x, float y) { return x + y; }, a, b, out); break;
+    case BinaryOp::sub: binary_loop([](float x, float y) { return x - y; }, a, b, out); break;
+    case BinaryOp::mul: binary_loop([](float x, float y) { return x * y; }, a, b, out); break;
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
+  ZERO3_CHECK(broadcast_shapes(out.shape(), in.shape()) == in.shape(),
+              "sum_to_shape " + describe(in) + " -> " + describe(out));
+  if (out.numel() == 0) return;
+  const float* pi = in.data();
+  float* po = out.data();
+  if (in.numel() == out.numel()) {
+    std::copy(pi, pi + in.numel(), po);
+  } else if (out.numel() == 1) {
+    double total = 0.0;
+    for (int64_t i = 0; i < in.numel(); ++i) total += pi[i];
+    po[0] = static_cast<float>(total);
+  } else if (is_trailing_block(out.shape(), in.shape())) {
+    column_sums(pi, in.numel(), out.numel(), po);
+  } else {
+    std::vector<double> totals(static_cast<size_t>(out.numel()), 0.0);
+    const std::vector<int64_t> unused(in.shape().size(), 0);
+    for_each_row(in.shape(), unused, aligned_strides(out.shape(), in.shape()),
+                 [&](int64_t offset, int64_t, int64_t ob, int64_t count, int64_t, int64_t sb) {
+                   for (int64_t i = 0; i < count; ++i) totals[ob + i * sb] += pi[offset + i];
+                 });
+    for (int64_t i = 0; i < out.numel(); ++i) po[i] = static_cast<float>(totals[i]);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
+  ZERO3_CHECK(in.numel() == out.numel(), "unary " + describe(in) + " -> " + describe(out));
+  const float* pi = in.data();
+  float* po = out.data();
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    po[i] = op == UnaryOp::gelu ? gelu_value(pi[i]) : std::max(pi[i], 0.0f);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
+  ZERO3_CHECK(in.numel() == grad_out.numel() && in.numel() == grad_in.numel(), "unary_backward sizes");
+  const float* pi = in.data();
+  const float* pg = grad_out.data();
+  float* po = grad_in.data();
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    const float slope = op == UnaryOp::gelu ? gelu_derivative(pi[i]) : (pi[i] > 0.0f ? 1.0f : 0.0f);
+    po[i] = slope * pg[i];
+  }
+  round_if_bf16(grad_in);
+}
+
+void CpuKernels::scale(const Tensor& in, float factor, Tensor& out) {
+  ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
+  const float* pi = in.data();
+  float* po = out.data();
+  for (int64_t i = 0; i < in.numel(); ++i) po[i] = pi[i] * factor;
+  round_if_bf16(out);
+}
+
+void CpuKernels::add_into(Tensor& accumulator, const Tensor& addend) {
+  ZERO3_CHECK(accumulator.shape() == addend.shape(), "add_into " + describe(accumulator) + " += " + describe(addend));
+  float* pa = accumulator.data();
+  const float* pb = addend.data();
+  for (int64_t i = 0; i < accumulator.numel(); ++i) pa[i] += pb[i];
+  round_if_bf16(accumulator);
+}
+
+void CpuKernels::fill(Tensor& out, float value) {
+  const float stored = out.dtype() == DType::bf16 ? round_to_bf16(value) : value;
+  std::fill(out.data(), out.data() + out.numel(), stored);
+}
+
+void CpuKernels::copy(const Tensor& in, Tensor& out) {
+  ZERO3_CHECK(in.numel() == out.numel(), "copy " + describe(in) + " -> " + describe(out));
+  std::copy(in.data(), in.data() + in.numel(), out.data());
+  round_if_bf16(out);
+}
+
+void CpuKernels::round_to_dtype(Tensor& tensor) { round_if_bf16(tensor); }
+
+void CpuKernels::sum_all(const Tensor& in, Tensor& out_scalar) {
+  double total = 0.0;
+  for (float value : in.values()) total += value;
+  out_scalar.data()[0] = static_cast<float>(total);
+  round_if_bf16(out_scalar);
+}
+
+double CpuKernels::sum_of_squares(const Tensor& in) {
+  double total = 0.0;
+  for (float value : in.values()) total += static_cast<double>(value) * value;
+  return total;
+}
+
+// PyTorch's AdamW: decoupled decay first, then the bias-corrected Adam update.
+void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                       const AdamWHyper& hyper) {
+  ZERO3_CHECK(param.numel() == grad.numel() && param.numel() == exp_avg.numel() &&
+                  param.numel() == exp_avg_sq.numel() && hyper.step >= 1,
+              "adamw on " + describe(param) + " step " + std::to_string(hyper.step));
+  const double step = static_cast<double>(hyper.step);
+  const float bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), step));
+  const float bias_correction2_sqrt =
+      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(hyper.beta2), step)));
+  const float step_size = hyper.lr / bias_correction1;
+  const float decay = 1.0f - hyper.lr * hyper.weight_decay;
+  float *p = param.data(), *m = exp_avg.data(), *v = exp_avg_sq.data();
+  const float* g = grad.data();
+  for (int64_t i = 0; i < param.numel(); ++i) {
+    p[i] *= decay;
+    m[i] = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g[i];
+    v[i] = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g[i] * g[i];
+    const float denominator = std::sqrt(v[i]) / bias_correction2_sqrt + hyper.eps;
+    p[i] -= step_size * m[i] / denominator;
+  }
+  round_if_bf16(param);
+}
+
+}  // namespace zero3

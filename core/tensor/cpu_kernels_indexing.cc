@@ -1,0 +1,108 @@
+// Kernels that move elements by index: permute, slice, select_rows and the embedding lookup.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/tensor/cpu_kernels_internal.h"
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+struct SliceLayout {
+  int64_t outer = 1, dim_full = 0, dim_part = 0, inner = 1;
+};
+
+SliceLayout slice_layout(const Shape& full, const Shape& part, int64_t dim, int64_t start) {
+  ZERO3_CHECK(dim >= 0 && dim < static_cast<int64_t>(full.size()) && full.size() == part.size(),
+              "slice dim " + std::to_string(dim) + " of " + shape_str(full) + " / " + shape_str(part));
+  SliceLayout layout;
+  layout.dim_full = full[dim];
+  layout.dim_part = part[dim];
+  ZERO3_CHECK(start >= 0 && start + layout.dim_part <= layout.dim_full, "slice start " + std::to_string(start));
+  for (int64_t d = 0; d < dim; ++d) layout.outer *= full[d];
+  for (size_t d = dim + 1; d < full.size(); ++d) layout.inner *= full[d];
+  return layout;
+}
+
+}  // namespace
+
+void CpuKernels::permute(const Tensor& in, const std::vector<int64_t>& perm, Tensor& out) {
+  ZERO3_CHECK(perm.size() == in.shape().size() && out.numel() == in.numel(), "permute of " + describe(in));
+  const std::vector<int64_t> in_strides = contiguous_strides(in.shape());
+  std::vector<int64_t> strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) strides[i] = in_strides[perm[i]];
+  const float* pi = in.data();
+  float* po = out.data();
+  const std::vector<int64_t> unused(perm.size(), 0);
+  for_each_row(out.shape(), strides, unused,
+               [&](int64_t offset, int64_t oa, int64_t, int64_t count, int64_t sa, int64_t) {
+                 for (int64_t i = 0; i < count; ++i) po[offset + i] = pi[oa + i * sa];
+               });
+  round_if_bf16(out);
+}
+
+void CpuKernels::slice(const Tensor& in, int64_t dim, int64_t start, Tensor& out) {
+  const SliceLayout layout = slice_layout(in.shape(), out.shape(), dim, start);
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    std::copy_n(in.data() + (o * layout.dim_full + start) * layout.inner, layout.dim_part * layout.inner,
+                out.data() + o * layout.dim_part * layout.inner);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::slice_backward_into(const Tensor& grad_part, int64_t dim, int64_t start, Tensor& grad_in) {
+  const SliceLayout layout = slice_layout(grad_in.shape(), grad_part.shape(), dim, start);
+  const int64_t block = layout.dim_part * layout.inner;
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    float* dst = grad_in.data() + (o * layout.dim_full + start) * layout.inner;
+    const float* src = grad_part.data() + o * block;
+    for (int64_t i = 0; i < block; ++i) dst[i] += src[i];
+  }
+  round_if_bf16(grad_in);
+}
+
+void CpuKernels::select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) {
+  const int64_t cols = x.dim(1);
+  ZERO3_CHECK(out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows out " + describe(out));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    ZERO3_CHECK(rows[r] >= 0 && rows[r] < x.dim(0), "select_rows row " + std::to_string(rows[r]));
+    std::copy_n(x.data() + rows[r] * cols, cols, out.data() + static_cast<int64_t>(r) * cols);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) {
+  const int64_t cols = grad_x.dim(1);
+  ZERO3_CHECK(grad_out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows grad " + describe(grad_out));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    ZERO3_CHECK(rows[r] >= 0 && rows[r] < grad_x.dim(0), "select_rows row " + std::to_string(rows[r]));
+    float* dst = grad_x.data() + rows[r] * cols;
+    const float* src = grad_out.data() + static_cast<int64_t>(r) * cols;
+    for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
+  }
+  round_if_bf16(grad_x);
+}
+
+void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
+  const int64_t cols = table.dim(1);
+  ZERO3_CHECK(out.numel() == ids.numel() * cols, "embedding out " + describe(out));
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    const int64_t id = checked_row(ids.data()[i], table.dim(0));
+    std::copy_n(table.data() + id * cols, cols, out.data() + i * cols);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) {
+  const int64_t cols = grad_table.dim(1);
+  ZERO3_CHECK(grad_out.numel() == ids.numel() * cols, "embedding grad " + describe(grad_out));
+  for (int64_t i = 0; i < ids.numel(); ++i) {
+    float* row = grad_table.data() + checked_row(ids.data()[i], grad_table.dim(0)) * cols;
+    const float* grad = grad_out.data() + i * cols;
+    for (int64_t c = 0; c < cols; ++c) row[c] += grad[c];
+  }
+  round_if_bf16(grad_table);
+}
+
+}  // namespace zero3

@@ -1,0 +1,44 @@
+// The batched GEMM kernel, the one kernel that calls BLAS (cblas_sgemm).
+#include <cblas.h>
+
+#include <climits>
+#include <string>
+
+#include "core/tensor/cpu_kernels_internal.h"
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+blasint blas_dim(int64_t value) {
+  ZERO3_CHECK(value >= 0 && value <= INT_MAX,
+              "GEMM dimension " + std::to_string(value) + " exceeds the BLAS int range");
+  return static_cast<blasint>(value);
+}
+
+}  // namespace
+
+void CpuKernels::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, bool b_shared, float beta) {
+  ZERO3_CHECK(a.numel() == batch * m * k && out.numel() == batch * m * n &&
+                  b.numel() == (b_shared ? 1 : batch) * k * n,
+              "matmul sizes: a " + describe(a) + " b " + describe(b) + " out " + describe(out));
+  if (out.numel() == 0) return;
+  float* po = out.data();
+  if (k == 0) {
+    // An empty inner dim contributes nothing; BLAS rejects lda = 0, so scale here instead.
+    for (int64_t i = 0; i < out.numel(); ++i) po[i] = beta == 0.0f ? 0.0f : beta * po[i];
+    round_if_bf16(out);
+    return;
+  }
+  const blasint lda = blas_dim(trans_a ? m : k), ldb = blas_dim(trans_b ? k : n);
+  for (int64_t i = 0; i < batch; ++i) {
+    const float* pa = a.data() + i * m * k;
+    const float* pb = b.data() + (b_shared ? 0 : i * k * n);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                blas_dim(m), blas_dim(n), blas_dim(k), 1.0f, pa, lda, pb, ldb, beta, po + i * m * n, blas_dim(n));
+  }
+  round_if_bf16(out);
+}
+
+}  // namespace zero3

@@ -1,0 +1,150 @@
+// Kernels that normalise rows: layer norm, causal softmax, and cross-entropy with its softmax.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/tensor/cpu_kernels_internal.h"
+#include "core/base/errors.h"
+
+namespace zero3 {
+
+void CpuKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out,
+                                    Tensor& mean, Tensor& rstd) {
+  const int64_t cols = gamma.numel();
+  const int64_t rows = mean.numel();
+  ZERO3_CHECK(x.numel() == rows * cols && out.numel() == x.numel() && beta.numel() == cols && rstd.numel() == rows,
+              "layer_norm sizes: x " + describe(x) + " gamma " + describe(gamma));
+  const float *px = x.data(), *pg = gamma.data(), *pb = beta.data();
+  float *po = out.data(), *pm = mean.data(), *pr = rstd.data();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = px + r * cols;
+    double total = 0.0;
+    for (int64_t c = 0; c < cols; ++c) total += row[c];
+    const double mu = cols > 0 ? total / static_cast<double>(cols) : 0.0;
+    double squares = 0.0;
+    for (int64_t c = 0; c < cols; ++c) squares += (row[c] - mu) * (row[c] - mu);
+    const double variance = cols > 0 ? squares / static_cast<double>(cols) : 0.0;
+    const double inv = 1.0 / std::sqrt(variance + static_cast<double>(eps));
+    pm[r] = static_cast<float>(mu);
+    pr[r] = static_cast<float>(inv);
+    for (int64_t c = 0; c < cols; ++c) {
+      po[r * cols + c] = static_cast<float>((row[c] - mu) * inv) * pg[c] + pb[c];
+    }
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                     const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+  const int64_t cols = gamma.numel();
+  const int64_t rows = mean.numel();
+  ZERO3_CHECK(x.numel() == rows * cols && grad_out.numel() == x.numel() && grad_x.numel() == x.numel() &&
+                  grad_gamma.numel() == cols && grad_beta.numel() == cols,
+              "layer_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
+  const float *px = x.data(), *pg = gamma.data(), *pm = mean.data(), *pr = rstd.data(), *pdy = grad_out.data();
+  float* pdx = grad_x.data();
+  std::vector<double> dgamma(static_cast<size_t>(cols), 0.0), dbeta(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = px + r * cols;
+    const float* dy = pdy + r * cols;
+    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), with dxhat = dy * gamma.
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
+      const double dxhat = static_cast<double>(dy[c]) * pg[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * xhat;
+      dgamma[c] += dy[c] * xhat;
+      dbeta[c] += dy[c];
+    }
+    const double mean_dxhat = sum_dxhat / static_cast<double>(cols);
+    const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
+      const double dxhat = static_cast<double>(dy[c]) * pg[c];
+      pdx[r * cols + c] = static_cast<float>(pr[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    grad_gamma.data()[c] = static_cast<float>(dgamma[c]);
+    grad_beta.data()[c] = static_cast<float>(dbeta[c]);
+  }
+  round_if_bf16(grad_x);
+  round_if_bf16(grad_gamma);
+  round_if_bf16(grad_beta);
+}
+
+void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
+  const int64_t steps = scores.rank() >= 2 ? scores.dim(-1) : 0;
+  ZERO3_CHECK(out.numel() == scores.numel(), "causal_softmax out " + describe(out));
+  const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
+    const float* s = scores.data() + r * steps;
+    float* p = out.data() + r * steps;
+    const float row_max = *std::max_element(s, s + visible);
+    double denominator = 0.0;
+    for (int64_t j = 0; j < visible; ++j) denominator += std::exp(static_cast<double>(s[j]) - row_max);
+    for (int64_t j = 0; j < visible; ++j) {
+      p[j] = static_cast<float>(std::exp(static_cast<double>(s[j]) - row_max) / denominator);
+    }
+    std::fill(p + visible, p + steps, 0.0f);
+  }
+  round_if_bf16(out);
+}
+
+void CpuKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) {
+  const int64_t steps = out.rank() >= 2 ? out.dim(-1) : 0;
+  ZERO3_CHECK(grad_out.numel() == out.numel() && grad_scores.numel() == out.numel(), "causal_softmax_backward sizes");
+  const int64_t rows = steps == 0 ? 0 : out.numel() / steps;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = out.data() + r * steps;
+    const float* g = grad_out.data() + r * steps;
+    float* d = grad_scores.data() + r * steps;
+    double dot = 0.0;
+    for (int64_t j = 0; j < steps; ++j) dot += static_cast<double>(p[j]) * g[j];
+    // Masked positions have p = 0, so their gradient is 0 without a separate mask.
+    for (int64_t j = 0; j < steps; ++j) d[j] = static_cast<float>(p[j] * (g[j] - dot));
+  }
+  round_if_bf16(grad_scores);
+}
+
+void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) {
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1);
+  ZERO3_CHECK(rows > 0 && vocab > 0 && targets.numel() == rows && probs.numel() == logits.numel() &&
+                  loss.numel() == 1,
+              "cross_entropy sizes: logits " + describe(logits) + " targets " + describe(targets));
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    float* p = probs.data() + r * vocab;
+    const float row_max = *std::max_element(row, row + vocab);
+    double denominator = 0.0;
+    for (int64_t v = 0; v < vocab; ++v) denominator += std::exp(static_cast<double>(row[v]) - row_max);
+    for (int64_t v = 0; v < vocab; ++v) {
+      p[v] = static_cast<float>(std::exp(static_cast<double>(row[v]) - row_max) / denominator);
+    }
+    const int64_t target = checked_row(targets.data()[r], vocab);
+    total += std::log(denominator) + row_max - row[target];
+  }
+  loss.data()[0] = static_cast<float>(total / static_cast<double>(rows));
+  round_if_bf16(loss);
+  round_if_bf16(probs);
+}
+
+void CpuKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+                                        Tensor& grad_logits) {
+  const int64_t rows = probs.dim(0), vocab = probs.dim(1);
+  ZERO3_CHECK(rows > 0 && grad_logits.numel() == probs.numel() && targets.numel() == rows,
+              "cross_entropy_backward sizes: probs " + describe(probs));
+  const float factor = grad_loss / static_cast<float>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = probs.data() + r * vocab;
+    float* g = grad_logits.data() + r * vocab;
+    for (int64_t v = 0; v < vocab; ++v) g[v] = p[v] * factor;
+    g[checked_row(targets.data()[r], vocab)] -= factor;
+  }
+  round_if_bf16(grad_logits);
+}
+
+}  // namespace zero3

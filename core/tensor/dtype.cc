@@ -1,0 +1,28 @@
+// Element type names, sizes and bf16 rounding.
+#include "core/tensor/dtype.h"
+
+#include <bit>
+#include <cmath>
+
+namespace zero3 {
+
+int64_t dtype_bytes(DType dtype) { return dtype == DType::bf16 ? 2 : 4; }
+
+const char* dtype_name(DType dtype) { return dtype == DType::bf16 ? "bf16" : "f32"; }
+
+bool parse_dtype(const std::string& text, DType* out) {
+  if (text == "f32") { *out = DType::f32; return true; }
+  if (text == "bf16") { *out = DType::bf16; return true; }
+  return false;
+}
+
+float round_to_bf16(float value) {
+  if (std::isnan(value)) return value;
+  uint32_t bits = std::bit_cast<uint32_t>(value);
+  // Add half an ulp of the bf16 grid, plus one when the kept lowest bit is odd (ties to even).
+  uint32_t rounding_bias = 0x7FFFu + ((bits >> 16) & 1u);
+  bits = (bits + rounding_bias) & 0xFFFF0000u;
+  return std::bit_cast<float>(bits);
+}
+
+}  // namespace zero3

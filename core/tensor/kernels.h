@@ -1,0 +1,95 @@
+// The Kernels seam: the data-level op set of one device. Ops (ops.h) check shapes, allocate
+// outputs and record autograd; kernels only compute, on tensors already shaped correctly. The CPU
+// kernels (cpu_kernels.cc) are the reference and the oracle for the CUDA kernels. A kernel never
+// sees a meta tensor: ops infer shapes and skip the kernel call for meta inputs.
+//
+// Conventions: all tensors are contiguous; `out` is preallocated by the caller; gradients are
+// written (not accumulated) unless the name says `into`.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor/tensor.h"
+
+namespace zero3 {
+
+enum class BinaryOp : uint8_t { add, sub, mul };
+enum class UnaryOp : uint8_t { gelu, relu };
+
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual const char* name() const = 0;
+
+  // out = a OP b, PyTorch broadcasting; out has broadcast_shapes(a, b).
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  // out = in summed over the dims that broadcasting expanded from out.shape() to in.shape().
+  virtual void sum_to_shape(const Tensor& in, Tensor& out) = 0;
+  virtual void unary(UnaryOp op, const Tensor& in, Tensor& out) = 0;
+  // grad_in = d op(in) / d in * grad_out.
+  virtual void unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) = 0;
+  virtual void scale(const Tensor& in, float factor, Tensor& out) = 0;
+  // accumulator += addend (same shape).
+  virtual void add_into(Tensor& accumulator, const Tensor& addend) = 0;
+  virtual void fill(Tensor& out, float value) = 0;
+  virtual void copy(const Tensor& in, Tensor& out) = 0;  // same numel; rounds to out's dtype
+  virtual void round_to_dtype(Tensor& tensor) = 0;       // no-op for f32
+
+  // Batched GEMM: out[b] = beta * out[b] + op(a[b]) @ op(b[b]) with op = transpose when asked.
+  // a is [batch, m, k] (or [batch, k, m] if trans_a); b is [batch_b, k, n] (or [batch_b, n, k]),
+  // with batch_b either batch or 1 (shared across the batch). Leading shapes are flattened.
+  virtual void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out,
+                      int64_t batch, int64_t m, int64_t n, int64_t k, bool b_shared, float beta) = 0;
+
+  // x [rows, C]; gamma, beta [C]; saves mean and rstd [rows] for backward.
+  virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                  Tensor& out, Tensor& mean, Tensor& rstd) = 0;
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma,
+                                   Tensor& grad_beta) = 0;
+
+  // table [V, C], ids [N] (integer values) -> out [N, C]; backward scatter-adds into grad_table.
+  virtual void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) = 0;
+  virtual void embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) = 0;
+
+  // Mean cross-entropy of logits [N, V] against targets [N]; saves softmax probabilities.
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) = 0;
+  virtual void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+                                      Tensor& grad_logits) = 0;
+
+  // scores [batch, T, T]: softmax over the last dim with j > i masked to probability 0.
+  virtual void causal_softmax_forward(const Tensor& scores, Tensor& out) = 0;
+  virtual void causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) = 0;
+
+  // out = in with dims permuted (out.shape[i] = in.shape[perm[i]]).
+  virtual void permute(const Tensor& in, const std::vector<int64_t>& perm, Tensor& out) = 0;
+  // View in as [outer, dim_in, inner]; copy rows [start, start + dim_out) into out [outer, dim_out, inner].
+  virtual void slice(const Tensor& in, int64_t dim, int64_t start, Tensor& out) = 0;
+  // The reverse: add grad_part [outer, dim_part, inner] into grad_in at [start, start + dim_part).
+  virtual void slice_backward_into(const Tensor& grad_part, int64_t dim, int64_t start, Tensor& grad_in) = 0;
+  // Rows of x [N, C] at `rows` -> out [R, C]; and the reverse, adding rows into grad_x.
+  virtual void select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) = 0;
+  virtual void select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows,
+                                         Tensor& grad_x) = 0;
+
+  virtual void sum_all(const Tensor& in, Tensor& out_scalar) = 0;
+  virtual double sum_of_squares(const Tensor& in) = 0;  // in double, for gradient norms
+
+  // One AdamW step on f32 tensors of equal numel (decoupled weight decay, bias correction).
+  virtual void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                     const AdamWHyper& hyper) = 0;
+};
+
+// The CPU reference kernels (GEMM through BLAS). One shared instance; it holds no state.
+Kernels& cpu_kernels();
+
+}  // namespace zero3

@@ -1,0 +1,113 @@
+// Tensor construction, views and copies: zero-sized shapes, shared reshape storage, independent
+// clones, and meta tensors that hold no data.
+#include "core/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+TEST(Tensor, ZerosWithAZeroDimHasNoElementsAndNoBytes) {
+  const Tensor t = Tensor::zeros({0, 3});
+  EXPECT_EQ(t.shape(), (Shape{0, 3}));
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.bytes(), 0);
+  EXPECT_TRUE(t.values().empty());
+  EXPECT_EQ(t.dim(1), 3);
+}
+
+TEST(Tensor, ZerosAreZeroAndFullIsTheValue) {
+  const Tensor zeros = Tensor::zeros({2, 2});
+  const Tensor full = Tensor::full({3}, 2.5f);
+  for (float value : zeros.values()) EXPECT_EQ(value, 0.0f);
+  for (float value : full.values()) EXPECT_EQ(value, 2.5f);
+}
+
+TEST(Tensor, ScalarHasRankZeroAndOneElement) {
+  const Tensor t = Tensor::scalar(4.0f);
+  EXPECT_EQ(t.rank(), 0);
+  EXPECT_EQ(t.numel(), 1);
+  EXPECT_EQ(t.item(), 4.0f);
+}
+
+TEST(Tensor, ReshapeSharesStorage) {
+  Tensor x = Tensor::from_values({2, 3}, {0, 1, 2, 3, 4, 5});
+  Tensor y = x.reshape({3, 2});
+  EXPECT_TRUE(y.shares_storage_with(x));
+  y.data()[5] = 50.0f;
+  EXPECT_EQ(x.data()[5], 50.0f);
+  EXPECT_EQ(y.shape(), (Shape{3, 2}));
+}
+
+TEST(Tensor, ReshapeToAnotherNumelRaisesNamingBothShapes) {
+  const Tensor x = Tensor::zeros({2, 3});
+  try {
+    x.reshape({4});
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("[2,3]"), std::string::npos) << message;
+    EXPECT_NE(message.find("[4]"), std::string::npos) << message;
+  }
+}
+
+TEST(Tensor, CloneIsIndependentOfTheOriginal) {
+  Tensor x = Tensor::from_values({2}, {1, 2});
+  Tensor y = x.clone();
+  EXPECT_FALSE(y.shares_storage_with(x));
+  y.data()[0] = 7.0f;
+  EXPECT_EQ(x.data()[0], 1.0f);
+  EXPECT_EQ(y.dtype(), x.dtype());
+}
+
+TEST(Tensor, MetaHasAShapeButNoDataAndDataAccessAsserts) {
+  Tensor m = Tensor::meta({1024, 50257});
+  EXPECT_TRUE(m.is_meta());
+  EXPECT_EQ(m.numel(), 1024 * 50257);
+  EXPECT_EQ(m.bytes(), 4 * 1024 * 50257);
+  EXPECT_EQ(m.storage_id(), nullptr);
+  EXPECT_THROW(m.data(), std::logic_error);
+  EXPECT_THROW(m.values(), std::logic_error);
+  EXPECT_TRUE(m.clone().is_meta());
+  EXPECT_TRUE(m.reshape({50257, 1024}).is_meta());
+}
+
+TEST(Tensor, ZerosOnMetaAllocatesNothing) {
+  const Tensor m = Tensor::zeros({8, 8}, DType::bf16, Device::meta);
+  EXPECT_TRUE(m.is_meta());
+  EXPECT_EQ(m.storage_id(), nullptr);
+  EXPECT_EQ(m.bytes(), 2 * 64);
+}
+
+TEST(Tensor, Bf16ValuesAreRoundedOnConstructionAndNarrowing) {
+  // 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 on the bf16 grid: ties go to even (1).
+  const float halfway = 1.0f + 1.0f / 256.0f;
+  EXPECT_EQ(Tensor::from_values({1}, {halfway}, DType::bf16).item(), 1.0f);
+  EXPECT_EQ(Tensor::full({1}, halfway, DType::bf16).item(), 1.0f);
+  const Tensor f = Tensor::from_values({1}, {halfway});
+  EXPECT_EQ(f.item(), halfway);
+  const Tensor b = f.to_dtype(DType::bf16);
+  EXPECT_EQ(b.dtype(), DType::bf16);
+  EXPECT_EQ(b.item(), 1.0f);
+  EXPECT_EQ(f.item(), halfway) << "to_dtype copies";
+}
+
+TEST(Tensor, NegativeDimCountsFromTheEnd) {
+  const Tensor t = Tensor::zeros({2, 5, 7});
+  EXPECT_EQ(t.dim(-1), 7);
+  EXPECT_EQ(t.dim(-3), 2);
+  EXPECT_THROW(t.dim(3), std::logic_error);
+}
+
+TEST(Tensor, DescribeNamesDtypeShapeAndDevice) {
+  EXPECT_EQ(describe(Tensor::zeros({2, 3})), "f32[2,3] cpu");
+  EXPECT_EQ(describe(Tensor::meta({0}, DType::bf16)), "bf16[0] meta");
+  EXPECT_EQ(describe(Tensor()), "undefined tensor");
+}
+
+}  // namespace
+}  // namespace zero3

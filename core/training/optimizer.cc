@@ -1,0 +1,51 @@
+// Gradient averaging, accumulation, the canonical norm, clipping and AdamW.
+#include "core/training/optimizer.h"
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+
+OptimizerSlot make_optimizer_slot(const Tensor& initial_values) {
+  OptimizerSlot slot;
+  slot.master = initial_values.to_dtype(DType::f32);
+  slot.exp_avg = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
+  slot.exp_avg_sq = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
+  return slot;
+}
+
+void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world) {
+  ZERO3_CHECK(accum.numel() == summed.numel(), describe(accum) + " vs " + describe(summed));
+  if (accum.is_meta()) return;  // shape-only replay: nothing to add
+  Tensor averaged = Tensor::zeros(summed.shape(), DType::f32);
+  kernels.scale(summed, 1.0f / static_cast<float>(world), averaged);
+  kernels.add_into(accum, averaged.reshape(accum.shape()));
+}
+
+void finish_accumulation(Kernels& kernels, Tensor& accum, int64_t gradient_accumulation_steps) {
+  if (gradient_accumulation_steps == 1 || accum.is_meta()) return;
+  kernels.scale(accum, 1.0f / static_cast<float>(gradient_accumulation_steps), accum);
+}
+
+double sum_of_squares(std::span<const float> values) {
+  double total = 0.0;
+  for (float value : values) total += static_cast<double>(value) * static_cast<double>(value);
+  return total;
+}
+
+float clip_coefficient(float grad_norm, float max_norm) {
+  if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
+  return max_norm / (grad_norm + 1e-6f);
+}
+
+void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip, AdamWHyper hyper) {
+  if (slot.master.numel() == 0 || slot.master.is_meta()) return;
+  if (clip == 1.0f) {
+    kernels.adamw(slot.master, grad, slot.exp_avg, slot.exp_avg_sq, hyper);
+    return;
+  }
+  Tensor clipped = Tensor::zeros(grad.shape(), DType::f32);
+  kernels.scale(grad, clip, clipped);
+  kernels.adamw(slot.master, clipped, slot.exp_avg, slot.exp_avg_sq, hyper);
+}
+
+}  // namespace zero3

@@ -1,0 +1,40 @@
+// The optimizer step shared by the reference trainer, the DDP reference and the ZeRO-3 engine.
+// Each of them calls exactly these functions in the same order, so that a sharded run can equal
+// its unsharded reference bit for bit:
+//   1. per micro-step:  accumulate_average(accum, summed_over_ranks, world)
+//   2. after the last:  finish_accumulation(accum, gradient_accumulation_steps)
+//   3. global norm:     the canonical norm below, from per-rank partial sums of squares
+//   4. clip + AdamW:    adamw_update(slot, accum, clip_coefficient(norm, max_norm), hyper)
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "core/tensor/kernels.h"
+#include "core/tensor/tensor.h"
+
+namespace zero3 {
+
+// f32 master weights and AdamW moments for one flat slice (a whole parameter, or a shard of one).
+struct OptimizerSlot {
+  Tensor master;
+  Tensor exp_avg;
+  Tensor exp_avg_sq;
+};
+OptimizerSlot make_optimizer_slot(const Tensor& initial_values);  // f32 copy, zero moments
+
+// accum += summed * (1 / world). `summed` is the rank-order sum of one micro-step's gradients.
+void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world);
+// accum *= 1 / gradient_accumulation_steps (exactly nothing when it is 1).
+void finish_accumulation(Kernels& kernels, Tensor& accum, int64_t gradient_accumulation_steps);
+
+// The canonical global gradient norm: each rank r sums the squares of the gradient elements it
+// owns (parameters in id order, its shard range of each, in double), rounds that partial to f32,
+// and the partials are added in rank order in f32 (the all-reduce). A run at world size W uses
+// W partials whether or not it is sharded.
+double sum_of_squares(std::span<const float> values);
+float clip_coefficient(float grad_norm, float max_norm);  // 1 when clipping is off or not needed
+
+// Scales the gradient by `clip` and applies AdamW to the slot's master weights.
+void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip, AdamWHyper hyper);
+
+}  // namespace zero3

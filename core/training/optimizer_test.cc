@@ -1,0 +1,50 @@
+// The shared optimizer arithmetic: averaging, accumulation, the canonical norm and clipping.
+#include "core/training/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace zero3 {
+namespace {
+
+TEST(Optimizer, ClipCoefficientIsOneBelowTheLimitAndScalesAbove) {
+  EXPECT_EQ(clip_coefficient(0.5f, 1.0f), 1.0f);
+  EXPECT_EQ(clip_coefficient(5.0f, 0.0f), 1.0f);  // clipping off
+  EXPECT_NEAR(clip_coefficient(4.0f, 1.0f), 0.25f, 1e-6f);
+}
+
+TEST(Optimizer, SumOfSquaresIsExactForSmallIntegers) {
+  const float values[] = {1.0f, -2.0f, 3.0f};
+  EXPECT_EQ(sum_of_squares(values), 14.0);
+}
+
+TEST(Optimizer, AdamWFirstStepMovesEachWeightByLrAgainstTheGradientSign) {
+  // With bias correction, AdamW's first step is lr * g / (|g| + eps) = ±lr (weight decay off).
+  OptimizerSlot slot = make_optimizer_slot(Tensor::from_values({3}, {1.0f, 1.0f, 1.0f}));
+  const Tensor grad = Tensor::from_values({3}, {0.5f, -2.0f, 0.0f});
+  AdamWHyper hyper{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f, .step = 1};
+  adamw_update(cpu_kernels(), slot, grad, 1.0f, hyper);
+  EXPECT_NEAR(slot.master.data()[0], 0.9f, 1e-5f);
+  EXPECT_NEAR(slot.master.data()[1], 1.1f, 1e-5f);
+  EXPECT_NEAR(slot.master.data()[2], 1.0f, 1e-6f);
+}
+
+TEST(Optimizer, DecoupledWeightDecayShrinksWeightsWithoutGradient) {
+  OptimizerSlot slot = make_optimizer_slot(Tensor::from_values({1}, {2.0f}));
+  AdamWHyper hyper{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f, .step = 1};
+  adamw_update(cpu_kernels(), slot, Tensor::zeros({1}), 1.0f, hyper);
+  EXPECT_NEAR(slot.master.data()[0], 2.0f * (1.0f - 0.1f * 0.5f), 1e-6f);
+}
+
+TEST(Optimizer, AccumulatedAverageOverMicroStepsEqualsTheMean) {
+  Tensor accum = Tensor::zeros({2});
+  accumulate_average(cpu_kernels(), accum, Tensor::from_values({2}, {4.0f, 8.0f}), 4);
+  accumulate_average(cpu_kernels(), accum, Tensor::from_values({2}, {0.0f, 8.0f}), 4);
+  finish_accumulation(cpu_kernels(), accum, 2);
+  EXPECT_EQ(accum.data()[0], 0.5f);
+  EXPECT_EQ(accum.data()[1], 2.0f);
+}
+
+}  // namespace
+}  // namespace zero3

@@ -1,0 +1,64 @@
+// Unsharded training: every rank holds every parameter in full. Without a communicator this is
+// the single-process reference trainer (one rank trains on the global batch); with one it is the
+// DDP reference — the oracle the ZeRO-3 engine must equal bit for bit — where each rank trains on
+// its own data shard and gradients are all-reduced (summed in rank order) per parameter in id order.
+//
+//   ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = 4});
+//   for (int64_t step = 0; step < steps; ++step) StepStats stats = trainer.train_step(ctx, step);
+#pragma once
+#include <vector>
+
+#include "core/tensor/allocator.h"
+#include "core/sharding/communicator.h"
+#include "core/models/data.h"
+#include "core/nn/model.h"
+#include "core/training/optimizer.h"
+#include "core/training/train_config.h"
+
+namespace zero3 {
+
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0.0;       // mean over micro-steps (and over ranks for DDP)
+  float grad_norm = 0.0f;  // before clipping
+  float clip = 1.0f;       // the coefficient applied
+};
+
+struct ReplicatedOptions {
+  // Ranks whose data the global batch covers. The single-process reference trains on
+  // global_ranks * micro_batch_size examples per micro-step; DDP takes it from the communicator.
+  int global_ranks = 1;
+  Communicator* comm = nullptr;  // null: single-process reference
+  // Counts the full gradients backward produces as `grad`, from backward until they are reduced
+  // (null: not counted). The model state is the caller's to count.
+  Allocator* allocator = nullptr;
+};
+
+class ReplicatedTrainer {
+ public:
+  ReplicatedTrainer(Model& model, const DataSource& data, const TrainConfig& config, ReplicatedOptions options);
+
+  StepStats train_step(Context& ctx, int64_t step);
+
+  // The f32 master weights by parameter id (what checkpoints and comparisons read).
+  const std::vector<OptimizerSlot>& slots() const { return slots_; }
+  // Replaces the master weights and AdamW moments (copied; full values by id, as a checkpoint or
+  // slots() holds them) and the parameters' compute copies. Call between steps.
+  void load_state(const std::vector<OptimizerSlot>& slots);
+  int world() const { return options_.comm ? options_.comm->world() : 1; }
+
+ private:
+  double forward_backward(Context& ctx, int64_t step, int64_t micro);
+  void reduce_gradients(Context& ctx, int64_t step);
+  float global_grad_norm() const;
+  void refresh_compute_copies();
+
+  Model& model_;
+  const DataSource& data_;
+  TrainConfig config_;
+  ReplicatedOptions options_;
+  std::vector<OptimizerSlot> slots_;     // by parameter id
+  std::vector<Tensor> grad_accum_;       // f32, by parameter id
+};
+
+}  // namespace zero3

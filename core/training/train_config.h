@@ -1,0 +1,52 @@
+// Training configuration: a DeepSpeed-style JSON config accepted as is (users bring their
+// ds_config.json), plus the few zero3 options DeepSpeed does not have. Unknown keys are collected
+// as warnings; invalid values raise InputError naming the file, the JSON path and the allowed range.
+//
+//   std::vector<std::string> warnings;
+//   TrainConfig config = parse_train_config(json, "ds_config.json", &warnings);
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor/kernels.h"
+#include "core/nn/parameter.h"
+
+namespace zero3 {
+
+struct ZeroConfig {
+  int stage = 3;                                  // 0 = DDP (unsharded), 3 = ZeRO-3
+  int64_t prefetch_bucket_elements = 50'000'000;  // stage3_prefetch_bucket_size
+  int64_t max_live_elements = 1'000'000'000;      // stage3_max_live_parameters
+  int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance
+  int64_t persistence_threshold = 100'000;        // stage3_param_persistence_threshold
+  int64_t reduce_bucket_elements = 500'000'000;   // reduce_bucket_size
+  bool overlap_comm = true;
+  PlaceholderPolicy placeholder = PlaceholderPolicy::error;  // zero3 only: "zero3_placeholder_policy"
+  // zero3 only: "zero3_leaf_modules", module types or dotted names treated as leaves, as
+  // DeepSpeed's set_z3_leaf_modules does: entering one gathers its whole subtree, and its
+  // gradients become ready together at its post-backward, so ranks that route differently
+  // inside it (MoE experts) still issue identical collectives.
+  std::vector<std::string> leaf_modules;
+};
+
+struct TrainConfig {
+  int64_t micro_batch_size = 4;            // train_micro_batch_size_per_gpu
+  int64_t gradient_accumulation_steps = 1;
+  float gradient_clipping = 1.0f;          // max global norm; 0 turns clipping off
+  bool bf16 = false;                       // bf16.enabled: bf16 compute, f32 master weights
+  AdamWHyper adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f, .step = 1};
+  ZeroConfig zero;
+};
+
+// Parses a DeepSpeed-style config. `source` names the file in errors. Keys zero3 does not use are
+// appended to `warnings` with their JSON path.
+TrainConfig parse_train_config(const nlohmann::json& json, const std::string& source,
+                               std::vector<std::string>* warnings);
+// Reads and parses a config file; InputError if it cannot be read or is not JSON.
+TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings);
+nlohmann::json train_config_to_json(const TrainConfig& config);
+
+}  // namespace zero3

@@ -1,0 +1,82 @@
+// A DeepSpeed config is accepted as is; bad values name the file, the JSON path and the range.
+#include "core/training/train_config.h"
+
+#include <gtest/gtest.h>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+std::string error_of(const nlohmann::json& json) {
+  try {
+    parse_train_config(json, "ds_config.json", nullptr);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(TrainConfig, ReadsADeepSpeedStage3Config) {
+  const auto json = nlohmann::json::parse(R"({
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "gradient_clipping": 0.5,
+    "bf16": {"enabled": true},
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "betas": [0.8, 0.9], "eps": 1e-6, "weight_decay": 0.1}},
+    "zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 5e7, "stage3_max_live_parameters": 1000,
+                          "stage3_max_reuse_distance": 10, "stage3_param_persistence_threshold": 0,
+                          "reduce_bucket_size": 64, "overlap_comm": false}})");
+  std::vector<std::string> warnings;
+  const TrainConfig config = parse_train_config(json, "ds_config.json", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(config.micro_batch_size, 2);
+  EXPECT_EQ(config.gradient_accumulation_steps, 4);
+  EXPECT_FLOAT_EQ(config.gradient_clipping, 0.5f);
+  EXPECT_TRUE(config.bf16);
+  EXPECT_FLOAT_EQ(config.adamw.lr, 0.01f);
+  EXPECT_FLOAT_EQ(config.adamw.beta1, 0.8f);
+  EXPECT_FLOAT_EQ(config.adamw.weight_decay, 0.1f);
+  EXPECT_EQ(config.zero.prefetch_bucket_elements, 50'000'000);
+  EXPECT_EQ(config.zero.max_live_elements, 1000);
+  EXPECT_EQ(config.zero.reduce_bucket_elements, 64);
+  EXPECT_FALSE(config.zero.overlap_comm);
+}
+
+TEST(TrainConfig, UnknownKeysAreWarnedWithTheirPath) {
+  std::vector<std::string> warnings;
+  parse_train_config(nlohmann::json::parse(R"({"steps_per_print": 10, "zero_optimization": {"sub_group_size": 1}})"),
+                     "ds_config.json", &warnings);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("/steps_per_print"), std::string::npos);
+  EXPECT_NE(warnings[1].find("/zero_optimization/sub_group_size"), std::string::npos);
+}
+
+TEST(TrainConfig, InvalidValuesNameFilePathAndRange) {
+  const std::string negative = error_of(nlohmann::json::parse(R"({"gradient_accumulation_steps": 0})"));
+  EXPECT_NE(negative.find("ds_config.json"), std::string::npos);
+  EXPECT_NE(negative.find("/gradient_accumulation_steps"), std::string::npos);
+  EXPECT_NE(negative.find("[1,"), std::string::npos);
+
+  const std::string stage = error_of(nlohmann::json::parse(R"({"zero_optimization": {"stage": 2}})"));
+  EXPECT_NE(stage.find("/zero_optimization/stage"), std::string::npos);
+
+  const std::string betas = error_of(nlohmann::json::parse(R"({"optimizer": {"params": {"betas": [0.9]}}})"));
+  EXPECT_NE(betas.find("/optimizer/params/betas"), std::string::npos);
+
+  const std::string type = error_of(nlohmann::json::parse(R"({"bf16": {"enabled": "yes"}})"));
+  EXPECT_NE(type.find("/bf16/enabled"), std::string::npos);
+  EXPECT_NE(type.find("true or false"), std::string::npos);
+}
+
+TEST(TrainConfig, RoundTripsThroughItsJsonForm) {
+  TrainConfig config;
+  config.gradient_accumulation_steps = 3;
+  config.zero.placeholder = PlaceholderPolicy::scalar;
+  std::vector<std::string> warnings;
+  const TrainConfig again = parse_train_config(train_config_to_json(config), "roundtrip", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(again.gradient_accumulation_steps, 3);
+  EXPECT_EQ(again.zero.placeholder, PlaceholderPolicy::scalar);
+}
+
+}  // namespace
+}  // namespace zero3

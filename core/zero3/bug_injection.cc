@@ -1,0 +1,47 @@
+// Names and descriptions of the injectable bugs.
+#include "core/zero3/bug_injection.h"
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+
+namespace {
+struct BugInfo {
+  const char* name;
+  const char* description;
+};
+constexpr BugInfo kBugs[] = {
+    {"gather-gated-on-numel", "fetch skipped when the parameters to fetch have 0 elements (DeepSpeed zero-sized bug)"},
+    {"external-not-registered", "parameters used by a non-owner module are not registered and gathered"},
+    {"bucket-order-by-arrival", "gradient buckets laid out in hook-arrival order, not by parameter id"},
+    {"padding-uninitialized", "shard padding left uninitialised instead of zero-filled"},
+    {"bucket-exact-size-skipped", "a gradient bucket exactly reduce_bucket_size large is not reduced"},
+    {"invalidate-without-wait", "trace invalidation releases in-flight gathers without waiting"},
+    {"release-while-in-use", "post-forward releases parameters an enclosing module still uses"},
+    {"gas-scale-twice", "1/gradient_accumulation_steps applied per micro-step and again at the end"},
+    {"unused-params-skipped", "parameters without a gradient on this rank (unrouted experts) skip reduce-scatter"},
+    {"missing-gather-wait", "a gathered parameter is used without waiting for its all-gather"},
+    {"resume-without-optimizer-state", "a resumed run restores master weights but zeroes the AdamW moments"},
+};
+static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
+}  // namespace
+
+const char* bug_name(Bug bug) { return kBugs[static_cast<size_t>(bug)].name; }
+const char* bug_description(Bug bug) { return kBugs[static_cast<size_t>(bug)].description; }
+
+std::vector<Bug> all_bugs() {
+  std::vector<Bug> bugs;
+  for (size_t i = 0; i < static_cast<size_t>(Bug::count_); ++i) bugs.push_back(static_cast<Bug>(i));
+  return bugs;
+}
+
+Bug parse_bug(const std::string& name) {
+  std::string known;
+  for (Bug bug : all_bugs()) {
+    if (name == bug_name(bug)) return bug;
+    known += (known.empty() ? "" : ", ") + std::string(bug_name(bug));
+  }
+  throw InputError("unknown bug injection '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace zero3

@@ -1,0 +1,39 @@
+// The ZeRO-3 engine's side of checkpoints: handing out this rank's shards and taking loaded ones
+// back (zero3_engine.h, "checkpoints"; the files themselves are core/training/checkpoint.h's business).
+#include "core/base/errors.h"
+#include "core/sharding/partition.h"
+#include "core/zero3/zero3_engine.h"
+#include "core/zero3/zero3_engine_state.h"
+
+namespace zero3 {
+
+std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
+  std::vector<OptimizerSlot> shards;
+  for (const auto& state : states_) shards.push_back(state->slot);
+  return shards;
+}
+
+void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards) {
+  ZERO3_CHECK(shards.size() == states_.size(), "one optimizer slot per parameter");
+  ZERO3_CHECK(pending_.empty(), "load_shard_state between steps only: a gather is in flight");
+  for (size_t id = 0; id < states_.size(); ++id) {
+    ParamState& state = *states_[id];
+    const int64_t ps = shard_numel(state.numel, comm_.world());
+    const OptimizerSlot& loaded = shards[id];
+    ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
+                "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
+    // Copies: several ranks of one process may load from the same tensors.
+    state.slot = {loaded.master.clone().reshape({ps}), loaded.exp_avg.clone().reshape({ps}),
+                  loaded.exp_avg_sq.clone().reshape({ps})};
+    if (bugs_.on(Bug::resume_without_optimizer_state)) {
+      state.slot.exp_avg = Tensor::zeros({ps});
+      state.slot.exp_avg_sq = Tensor::zeros({ps});
+    }
+    state.shard = state.slot.master.to_dtype(compute_dtype_);
+    ZERO3_CHECK(state.status != ParamStatus::inflight, "'" + state.param->name() + "' is in flight");
+    // A gathered copy holds the old value; releasing it makes the next use gather the new one.
+    if (state.status == ParamStatus::available) release(ctx, state, model_.root());
+  }
+}
+
+}  // namespace zero3

@@ -1,0 +1,375 @@
+// The ZeRO-3 engine: module hooks (fetch, release, external registration, placeholders) and the
+// training step (bucketed reduce-scatter, canonical norm, sharded AdamW). See zero3_engine.h.
+#include "core/zero3/zero3_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/autograd.h"
+#include "core/sharding/bucket_layout.h"
+#include "core/base/errors.h"
+#include "core/nn/module.h"
+#include "core/sharding/partition.h"
+#include "core/zero3/zero3_engine_state.h"
+
+namespace zero3 {
+
+Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
+                         BugInjections bugs)
+    : model_(model), comm_(comm), allocator_(allocator), config_(config), bugs_(bugs),
+      compute_dtype_(config.bf16 ? DType::bf16 : DType::f32), device_(model.device()) {
+  const int world = comm_.world();
+  for (Parameter* param : model_.parameters()) {
+    ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");
+    if (param->data.is_meta()) device_ = Device::meta;
+    auto state = std::make_unique<ParamState>();
+    state->param = param;
+    state->numel = param->numel();
+    state->slot = make_optimizer_slot(make_shard(param->data.to_dtype(DType::f32).reshape({param->numel()}), world,
+                                                 comm_.rank()));
+    state->shard = state->slot.master.to_dtype(compute_dtype_);
+    state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);
+    state->persistent = state->numel <= config_.zero.persistence_threshold;
+    const int64_t shard_elements = state->grad_shard.numel();
+    allocator_.acquire(MemoryCategory::param_shard, shard_elements * dtype_bytes(compute_dtype_), param->name());
+    allocator_.acquire(MemoryCategory::optimizer_state, 3 * shard_elements * 4, param->name());
+    allocator_.acquire(MemoryCategory::grad_shard, shard_elements * 4, param->name());
+    // The engine owns the value from now on; the full tensor is dropped so nothing can read it.
+    param->data = placeholder(*state);
+    states_.push_back(std::move(state));
+  }
+  std::vector<const Module*> modules = {&model_.root()};
+  for (size_t i = 0; i < modules.size(); ++i) {
+    int64_t own = 0;
+    for (const auto& param : modules[i]->parameters()) own += param->numel();
+    largest_module_elements_ = std::max(largest_module_elements_, own);
+    for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+    for (const std::string& leaf : config_.zero.leaf_modules) {
+      if (leaf == modules[i]->type() || leaf == modules[i]->name()) leaves_.insert(modules[i]);
+    }
+  }
+  // A leaf inside another leaf adds nothing (the outer one gathers and reduces it already) and
+  // would make readiness depend on the inner one's rank-divergent execution: only outermost count.
+  for (auto it = leaves_.begin(); it != leaves_.end();) {
+    bool nested = false;
+    for (const Module* up = (*it)->parent(); up && !nested; up = up->parent()) nested = leaves_.count(up) > 0;
+    it = nested ? leaves_.erase(it) : std::next(it);
+  }
+  // Each parameter under a leaf remembers its outermost leaf: its gradient is ready only once that
+  // leaf's backward is done, whatever other modules use it and whichever experts this rank ran.
+  for (const Module* module : modules) {
+    if (!is_leaf(*module)) continue;
+    for (Parameter* param : module->all_parameters()) {
+      ParamState& state = *states_[param->id()];
+      if (!state.leaf) state.leaf = module;
+    }
+  }
+}
+
+Zero3Engine::~Zero3Engine() = default;
+
+// ---- status, placeholders, sites ------------------------------------------------------------
+
+ParamStatus Zero3Engine::status(const Parameter& param) const { return states_[param.id()]->status; }
+bool Zero3Engine::is_persistent(const Parameter& param) const { return states_[param.id()]->persistent; }
+const OptimizerSlot& Zero3Engine::slot(const Parameter& param) const { return states_[param.id()]->slot; }
+
+Tensor Zero3Engine::placeholder(const ParamState&) const {
+  // DeepSpeed's representation of a released parameter: an empty tensor. Raw handles see the
+  // configured policy instead (raw_access).
+  return Tensor::zeros({0}, compute_dtype_);
+}
+
+TransitionSite Zero3Engine::site(const ParamState& state, const std::string& module) const {
+  return {.param = state.param->name(), .rank = comm_.rank(), .step = step_, .module = module};
+}
+
+CallSite Zero3Engine::call_site(const std::string& module, const std::vector<ParamState*>& params,
+                                const char* phase) const {
+  CallSite call{.module = module, .params = {}, .step = step_, .phase = phase};
+  for (const ParamState* state : params) call.params.push_back(state->param->name());
+  return call;
+}
+
+void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::string& module) {
+  const ParamStatus from = state.status;
+  transition(state.status, to, site(state, module));
+  if (observer_) observer_->on_transition(*state.param, from, to, module);
+}
+
+void Zero3Engine::account_live(int64_t delta) {
+  live_elements_ += delta;
+  counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_);
+}
+
+bool Zero3Engine::is_leaf(const Module& module) const { return leaves_.count(&module) > 0; }
+
+const Module* Zero3Engine::enclosing_leaf() const {
+  for (const auto& [module, invocation] : invocation_stack_) {
+    if (is_leaf(*module)) return module;
+  }
+  return nullptr;
+}
+
+std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
+  std::vector<ParamState*> out;
+  // A leaf module stands for its whole subtree.
+  if (is_leaf(module)) {
+    for (Parameter* param : module.all_parameters()) out.push_back(states_[param->id()].get());
+  } else {
+    for (const auto& param : module.parameters()) out.push_back(states_[param->id()].get());
+  }
+  auto it = externals_.find(&module);
+  if (it != externals_.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  return out;
+}
+
+// ---- gathering and releasing ------------------------------------------------------------------
+
+void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& params) {
+  std::vector<BucketEntry> entries;
+  for (const ParamState* state : params) entries.push_back({.param_id = state->param->id(), .numel = state->numel});
+  auto pending = std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm_.world()), params, {}, {}, {}});
+  const int64_t block = pending->layout.block_numel();
+  pending->send = Tensor::zeros({block}, compute_dtype_, device_);
+  pending->world_buffer = Tensor::zeros({block * comm_.world()}, compute_dtype_, device_);
+  std::vector<const Tensor*> shards;
+  for (ParamState* state : params) {
+    shards.push_back(&state->shard);
+    move_status(*state, ParamStatus::inflight, module.display_name());
+    state->pending = pending.get();
+  }
+  pending->layout.pack_shards(shards, pending->send);
+  pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
+                                         call_site(module.display_name(), params, phase_.c_str()));
+  counters_.gathers++;
+  pending_.push_back(std::move(pending));
+}
+
+void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
+  if (!bugs_.on(Bug::missing_gather_wait)) pending.work->wait();
+  for (size_t i = 0; i < pending.params.size(); ++i) {
+    ParamState& state = *pending.params[i];
+    Tensor full = Tensor::zeros({state.numel}, compute_dtype_, device_);
+    pending.layout.unpack_full(pending.world_buffer, i, full);
+    state.full = full.reshape(state.param->shape());
+    state.pending = nullptr;
+    move_status(state, ParamStatus::available, "<gather>");
+    ctx.set_param_value(*state.param, state.full);
+    allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());
+    account_live(state.numel);
+    counters_.gathered_elements += state.numel;
+  }
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& p) { return p.get() == &pending; });
+  pending_.erase(it);
+}
+
+void Zero3Engine::wait_for(Context& ctx, ParamState& state) {
+  if (state.status == ParamStatus::inflight) complete_gather(ctx, *state.pending);
+}
+
+void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted) {
+  // Inside a leaf everything is gathered already; what runs there may differ by rank, so it must
+  // neither shape the trace nor trigger prefetches (both would diverge across ranks).
+  const Module* leaf = enclosing_leaf();
+  if (leaf && leaf != &module) {
+    for (ParamState* state : wanted) wait_for(ctx, *state);
+    return;
+  }
+  FetchEvent event{.module = &module, .param_ids = {}};
+  for (const ParamState* state : wanted) event.param_ids.push_back(state->param->id());
+  std::sort(event.param_ids.begin(), event.param_ids.end());
+  event.param_ids.erase(std::unique(event.param_ids.begin(), event.param_ids.end()), event.param_ids.end());
+  if (!trace_.observe(event)) invalidate_trace(ctx, module);
+
+  // The decision to gather is "is any parameter NOT_AVAILABLE", never an element count: a
+  // zero-sized parameter goes through the same transitions as any other.
+  std::vector<ParamState*> needed;
+  int64_t needed_elements = 0;
+  for (int64_t id : event.param_ids) {
+    ParamState* state = states_[id].get();
+    if (state->status != ParamStatus::not_available) continue;
+    needed.push_back(state);
+    needed_elements += state->numel;
+  }
+  if (bugs_.on(Bug::gather_gated_on_numel) && needed_elements == 0) needed.clear();
+  // Coalesce into buckets of at most prefetch_bucket_size elements (at least one parameter each).
+  std::vector<ParamState*> bucket;
+  int64_t bucket_elements = 0;
+  for (ParamState* state : needed) {
+    if (!bucket.empty() && bucket_elements + state->numel > config_.zero.prefetch_bucket_elements) {
+      issue_gather(module, bucket);
+      bucket.clear();
+      bucket_elements = 0;
+    }
+    bucket.push_back(state);
+    bucket_elements += state->numel;
+  }
+  if (!bucket.empty()) issue_gather(module, bucket);
+  for (int64_t id : event.param_ids) wait_for(ctx, *states_[id]);
+  prefetch_after(module);
+}
+
+void Zero3Engine::prefetch_after(Module& module) {
+  if (!config_.zero.overlap_comm) return;
+  int64_t budget = config_.zero.prefetch_bucket_elements;
+  int64_t inflight = 0;
+  for (const auto& pending : pending_) inflight += pending->layout.block_numel() * comm_.world();
+  for (const FetchEvent* event : trace_.upcoming(8)) {
+    std::vector<ParamState*> to_prefetch;
+    int64_t elements = 0;
+    for (int64_t id : event->param_ids) {
+      ParamState* state = states_[id].get();
+      if (state->status != ParamStatus::not_available) continue;
+      to_prefetch.push_back(state);
+      elements += state->numel;
+    }
+    if (to_prefetch.empty()) continue;
+    if (elements > budget || live_elements_ + inflight + elements > config_.zero.max_live_elements) break;
+    issue_gather(module, to_prefetch);
+    budget -= elements;
+    inflight += elements;
+    counters_.prefetched_params += static_cast<int64_t>(to_prefetch.size());
+  }
+}
+
+void Zero3Engine::invalidate_trace(Context& ctx, Module& module) {
+  counters_.trace_invalidations++;
+  trace_.invalidate();
+  // Prefetched gathers for an order that is no longer happening: wait for them (a gather
+  // cannot be abandoned half-joined), then release whatever no running module uses.
+  while (!pending_.empty()) {
+    PendingGather& pending = *pending_.front();
+    std::vector<ParamState*> params = pending.params;
+    if (bugs_.on(Bug::invalidate_without_wait)) {
+      for (ParamState* state : params) release(ctx, *state, module);
+      pending_.erase(pending_.begin());
+      continue;
+    }
+    complete_gather(ctx, pending);
+    for (ParamState* state : params) {
+      if (state->active_uses == 0 && !state->persistent) release(ctx, *state, module);
+    }
+  }
+}
+
+void Zero3Engine::release(Context& ctx, ParamState& state, Module& module) {
+  const bool was_available = state.status == ParamStatus::available;
+  move_status(state, ParamStatus::not_available, module.display_name());
+  state.full = Tensor();
+  ctx.set_param_value(*state.param, placeholder(state));
+  if (was_available) {
+    allocator_.release(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_));
+    account_live(-state.numel);
+  }
+}
+
+void Zero3Engine::release_unused_after(Context& ctx, Module& module, const std::vector<ParamState*>& params) {
+  std::vector<int64_t> numel_by_id;
+  for (const auto& state : states_) numel_by_id.push_back(state->numel);
+  for (ParamState* state : params) {
+    if (state->status != ParamStatus::available || state->persistent) continue;
+    if (state->active_uses > 0 && !bugs_.on(Bug::release_while_in_use)) continue;
+    // Keep a parameter the trace says comes back soon, while the live budget allows.
+    const int64_t distance = trace_.reuse_distance(state->param->id(), numel_by_id);
+    if (distance >= 0 && distance <= config_.zero.max_reuse_distance &&
+        live_elements_ <= config_.zero.max_live_elements) {
+      continue;
+    }
+    release(ctx, *state, module);
+  }
+}
+
+// ---- hooks ------------------------------------------------------------------------------------
+
+void Zero3Engine::begin_use(Context& ctx, Module& module) {
+  invocation_stack_.push_back({&module, ctx.current_invocation()});
+  for (ParamState* state : params_of(module)) state->active_uses++;
+}
+
+void Zero3Engine::end_use(Context& ctx, Module& module) {
+  ZERO3_CHECK(!invocation_stack_.empty() && invocation_stack_.back().first == &module,
+              "hook order broken at " + module.display_name());
+  invocation_stack_.pop_back();
+  const std::vector<ParamState*> params = params_of(module);
+  for (ParamState* state : params) state->active_uses--;
+  release_unused_after(ctx, module, params);
+}
+
+void Zero3Engine::pre_forward(Context& ctx, Module& module) {
+  begin_use(ctx, module);
+  fetch(ctx, module, params_of(module));
+}
+
+void Zero3Engine::post_forward(Context& ctx, Module& module) {
+  end_use(ctx, module);
+  if (observer_) observer_->after_post_forward(module, *this);
+}
+
+void Zero3Engine::pre_backward(Context& ctx, Module& module) {
+  begin_use(ctx, module);
+  fetch(ctx, module, params_of(module));
+}
+
+void Zero3Engine::post_backward(Context& ctx, Module& module) {
+  note_gradients_ready(ctx, module);
+  end_use(ctx, module);
+  if (observer_) observer_->after_post_backward(module, *this);
+}
+
+Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param) {
+  ParamState& state = *states_[param.id()];
+  // Inside a leaf, the leaf is the unit that gathers: an external use there belongs to the leaf
+  // (its own subtree's parameters are not external to it).
+  const Module* leaf = enclosing_leaf();
+  Module& gatherer = leaf ? const_cast<Module&>(*leaf) : user;
+  auto& externals = externals_[&gatherer];
+  const bool is_external = leaf ? state.leaf != leaf : &param.owner() != &user;
+  if (is_external && std::find(externals.begin(), externals.end(), &state) == externals.end() &&
+      !bugs_.on(Bug::external_not_registered)) {
+    // First use by a module that does not own it: from now on it is gathered with `gatherer`.
+    externals.push_back(&state);
+    counters_.external_registrations++;
+    state.active_uses++;  // `gatherer` is running; its end_use now counts this parameter too
+    trace_.amend_last(&gatherer, param.id());
+    if (state.status == ParamStatus::not_available) issue_gather(gatherer, {&state});
+    wait_for(ctx, state);
+  }
+  if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {
+    // Its full gradient appears when this invocation's backward runs (counted then), ...
+    auto& accessed = accessed_[invocation_stack_.back()];
+    if (std::find(accessed.begin(), accessed.end(), &state) == accessed.end()) accessed.push_back(&state);
+    // ... but inside a leaf, every use counts as the leaf's: its gradients become ready together.
+    auto key = invocation_stack_.back();
+    for (const auto& entry : invocation_stack_) {
+      if (is_leaf(*entry.first)) {
+        key = entry;
+        break;
+      }
+    }
+    auto& used = uses_[key];
+    if (std::find(used.begin(), used.end(), &state) == used.end()) {
+      used.push_back(&state);
+      state.remaining_grad_uses++;
+    }
+  }
+  if (state.status == ParamStatus::available) return state.full;
+  return raw_access(ctx, param);  // used while partitioned: the placeholder policy decides
+}
+
+Tensor Zero3Engine::raw_access(Context& ctx, Parameter& param) {
+  const ParamState& state = *states_[param.id()];
+  if (state.status == ParamStatus::available) return state.full;
+  switch (config_.zero.placeholder) {
+    case PlaceholderPolicy::empty: return Tensor::zeros({0}, compute_dtype_);
+    case PlaceholderPolicy::scalar: return Tensor::full({1}, 1.0f, compute_dtype_);
+    case PlaceholderPolicy::error: break;
+  }
+  const std::string module = ctx.module_stack().empty() ? "<none>" : ctx.module_stack().back()->display_name();
+  throw CorrectnessError("parameter '" + param.name() + "' " + shape_str(param.shape()) + " used while " +
+                         param_status_name(state.status) + " on rank " + std::to_string(comm_.rank()) + " at step " +
+                         std::to_string(step_) + " in module '" + module +
+                         "' (placeholder policy 'error'; a cached raw handle or an unregistered parameter)");
+}
+
+}  // namespace zero3

@@ -1,0 +1,165 @@
+// The ZeRO-3 engine for one rank: parameters, gradients and optimizer state are partitioned over
+// the world; each module's parameters are gathered just before its forward and its backward and
+// released right after; gradients are reduce-scattered in id-ordered buckets and accumulated into
+// f32 shards; AdamW runs on f32 master shards. It is written against the Communicator and
+// Allocator seams only, so it runs unchanged over the simulator and over NCCL.
+//
+// The engine is the Context's ModuleHooks: the model's forward does not know it is sharded.
+//
+//   Zero3Engine engine(model, comm, allocator, config);
+//   Context ctx(kernels, &engine, comm.rank());
+//   StepStats stats = engine.train_step(ctx, data, step);
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "core/tensor/allocator.h"
+#include "core/zero3/bug_injection.h"
+#include "core/sharding/communicator.h"
+#include "core/autograd/context.h"
+#include "core/models/data.h"
+#include "core/zero3/fetch_trace.h"
+#include "core/training/optimizer.h"
+#include "core/zero3/param_status.h"
+#include "core/training/replicated_trainer.h"
+#include "core/training/train_config.h"
+
+namespace zero3 {
+
+struct EngineCounters {
+  int64_t gathers = 0;               // all-gather collectives issued (buckets)
+  int64_t gathered_elements = 0;     // full elements made available by gathers
+  int64_t reduce_scatters = 0;
+  int64_t prefetched_params = 0;
+  int64_t trace_invalidations = 0;
+  int64_t live_elements_peak = 0;    // gathered elements held at once
+  int64_t external_registrations = 0;
+};
+
+class Zero3Engine;
+
+// Watches the engine from outside (the property harness checks lifecycle invariants with it;
+// a recorder can log status changes). Every method defaults to doing nothing.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void on_transition(const Parameter&, ParamStatus /*from*/, ParamStatus /*to*/, const std::string& /*module*/) {}
+  virtual void after_post_forward(const Module&, const Zero3Engine&) {}
+  virtual void after_post_backward(const Module&, const Zero3Engine&) {}
+  virtual void after_step(const Zero3Engine&) {}
+};
+
+class Zero3Engine : public ModuleHooks {
+ public:
+  Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
+              BugInjections bugs = {});
+  ~Zero3Engine() override;
+
+  StepStats train_step(Context& ctx, const DataSource& data, int64_t step);
+
+  // train_step in its phases, for drivers that run forward and backward themselves (trace
+  // replay): begin_step, then per micro-step begin_micro_step, forward, begin_backward,
+  // backward, end_micro_step; then end_step with the sum of the micro-step losses.
+  void begin_step(Context& ctx, int64_t step);
+  void begin_micro_step(Context& ctx);
+  void begin_backward() { phase_ = "backward"; }
+  void end_micro_step(Context& ctx);
+  StepStats end_step(Context& ctx, double loss_sum);
+
+  void pre_forward(Context& ctx, Module& module) override;
+  void post_forward(Context& ctx, Module& module) override;
+  void pre_backward(Context& ctx, Module& module) override;
+  void post_backward(Context& ctx, Module& module) override;
+  Tensor checked_access(Context& ctx, Module& user, Parameter& param) override;
+  Tensor raw_access(Context& ctx, Parameter& param) override;
+
+  void set_observer(EngineObserver* observer) { observer_ = observer; }
+
+  // Introspection for tests, reports and the property harness.
+  ParamStatus status(const Parameter& param) const;
+  bool is_persistent(const Parameter& param) const;
+  const OptimizerSlot& slot(const Parameter& param) const;   // this rank's f32 master shard
+  const EngineCounters& counters() const { return counters_; }
+  int64_t live_elements() const { return live_elements_; }
+  int64_t largest_module_elements() const { return largest_module_elements_; }
+  // Full f32 master weights and AdamW moments of every parameter by id, gathered from all ranks
+  // (collectives: every rank must call it).
+  std::vector<OptimizerSlot> gather_full_state(int64_t step);
+
+  // ---- checkpoints (core/training/checkpoint.h) ---- implemented in zero3_checkpoint.cc
+  // This rank's f32 master shards and AdamW moments by parameter id, each of shard_numel elements,
+  // padding zero. They share storage with the engine: write them out before the next step.
+  std::vector<OptimizerSlot> shard_state() const;
+  // Replaces this rank's master shards and moments (copied; laid out as shard_state() returns them)
+  // and recasts the compute-dtype shards. Call between steps. Gathered copies (persistent
+  // parameters stay gathered between steps) are released, not refreshed in place: each is gathered
+  // again with its new value at its next use, so no collective runs here and the ranks need not
+  // load in step with each other.
+  void load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards);
+  // ---- end of checkpoints
+
+ private:
+  struct ParamState;
+  struct PendingGather;
+
+  // Lifecycle.
+  void fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted);
+  void issue_gather(Module& module, const std::vector<ParamState*>& params);
+  void complete_gather(Context& ctx, PendingGather& pending);
+  void wait_for(Context& ctx, ParamState& state);
+  void release(Context& ctx, ParamState& state, Module& module);
+  void release_unused_after(Context& ctx, Module& module, const std::vector<ParamState*>& params);
+  void prefetch_after(Module& module);
+  void invalidate_trace(Context& ctx, Module& module);
+  std::vector<ParamState*> params_of(Module& module);
+  bool is_leaf(const Module& module) const;
+  const Module* enclosing_leaf() const;  // the outermost leaf module running, or null
+  void begin_use(Context& ctx, Module& module);
+  void end_use(Context& ctx, Module& module);
+
+  // Gradients and the step.
+  void note_gradients_ready(Context& ctx, Module& module);
+  void account_full_grad(Context& ctx, ParamState& state);
+  void release_full_grad(Context& ctx, ParamState& state);
+  void flush_reduce_bucket(Context& ctx);
+  float global_grad_norm(int64_t step);
+  void optimizer_step(Context& ctx, int64_t step, float clip);
+
+  Tensor placeholder(const ParamState& state) const;
+  TransitionSite site(const ParamState& state, const std::string& module) const;
+  CallSite call_site(const std::string& module, const std::vector<ParamState*>& params, const char* phase) const;
+  void account_live(int64_t delta);
+  void move_status(ParamState& state, ParamStatus to, const std::string& module);
+
+  Model& model_;
+  Communicator& comm_;
+  Allocator& allocator_;
+  TrainConfig config_;
+  BugInjections bugs_;
+  DType compute_dtype_;
+  Device device_ = Device::cpu;  // meta: shape-only replay, no data anywhere
+  int64_t step_ = 0;
+  std::string phase_ = "forward";
+
+  std::vector<std::unique_ptr<ParamState>> states_;                 // by parameter id
+  std::map<const Module*, std::vector<ParamState*>> externals_;      // registered external uses
+  std::vector<std::unique_ptr<PendingGather>> pending_;              // in-flight gathers
+  // (module, invocation) → parameters it used in forward; drives gradient readiness.
+  std::map<std::pair<const Module*, int64_t>, std::vector<ParamState*>> uses_;
+  // (module, invocation) → parameters it accessed itself, leaf or not; their full gradients are
+  // counted when its backward ends.
+  std::map<std::pair<const Module*, int64_t>, std::vector<ParamState*>> accessed_;
+  std::vector<std::pair<const Module*, int64_t>> invocation_stack_;
+  std::vector<ParamState*> reduce_bucket_;                           // ready, not yet reduced
+  FetchTrace trace_;
+  EngineCounters counters_;
+  int64_t live_elements_ = 0;
+  int64_t largest_module_elements_ = 0;
+  EngineObserver* observer_ = nullptr;
+  std::set<const Module*> leaves_;
+  std::set<const Module*> leaves_done_;  // leaves whose backward finished this micro-step
+};
+
+}  // namespace zero3

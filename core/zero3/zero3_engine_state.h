@@ -1,0 +1,37 @@
+// Private to the ZeRO-3 engine (zero3_engine.cc and zero3_step.cc): the per-parameter state and
+// the in-flight gathers. Not part of the engine's interface.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "core/sharding/bucket_layout.h"
+#include "core/zero3/zero3_engine.h"
+
+namespace zero3 {
+
+struct Zero3Engine::ParamState {
+  Parameter* param = nullptr;
+  int64_t numel = 0;
+  Tensor shard;            // this rank's partition in the compute dtype, zero padded
+  OptimizerSlot slot;      // f32 master shard and AdamW moments
+  Tensor grad_shard;       // f32, accumulated over micro-steps
+  Tensor full;             // the gathered value while AVAILABLE
+  ParamStatus status = ParamStatus::not_available;
+  bool persistent = false;
+  int active_uses = 0;          // module invocations currently running that use it
+  int remaining_grad_uses = 0;  // forward uses whose backward has not finished yet
+  bool reduced = false;         // its gradient was reduce-scattered this micro-step
+  int64_t grad_bytes = 0;       // its full gradient, counted as `grad` from backward to reduction
+  const Module* leaf = nullptr;  // the outermost leaf module containing its owner, if any
+  PendingGather* pending = nullptr;
+};
+
+struct Zero3Engine::PendingGather {
+  BucketLayout layout;
+  std::vector<ParamState*> params;
+  Tensor send;
+  Tensor world_buffer;
+  std::shared_ptr<Work> work;
+};
+
+}  // namespace zero3

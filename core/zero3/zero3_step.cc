@@ -1,0 +1,227 @@
+// The ZeRO-3 engine's training step: gradient readiness, bucketed reduce-scatter ordered by id,
+// the canonical norm from shard partials, and AdamW on f32 master shards (zero3_engine.h).
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd/autograd.h"
+#include "core/sharding/bucket_layout.h"
+#include "core/base/errors.h"
+#include "core/nn/module.h"
+#include "core/zero3/zero3_engine.h"
+#include "core/zero3/zero3_engine_state.h"
+
+namespace zero3 {
+
+StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t step) {
+  begin_step(ctx, step);
+  double loss_sum = 0.0;
+  for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
+    begin_micro_step(ctx);
+    const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
+    Var loss = model_.loss(ctx, batch);
+    loss_sum += loss.value().item();
+    begin_backward();
+    backward(ctx, loss);
+    end_micro_step(ctx);
+  }
+  return end_step(ctx, loss_sum);
+}
+
+void Zero3Engine::begin_step(Context& ctx, int64_t step) {
+  step_ = step;
+  ctx.set_step(step);
+  trace_.begin_step();
+}
+
+void Zero3Engine::begin_micro_step(Context& ctx) {
+  ctx.begin_micro_step();
+  phase_ = "forward";
+}
+
+StepStats Zero3Engine::end_step(Context& ctx, double loss_sum) {
+  const int64_t gas = config_.gradient_accumulation_steps;
+  for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
+  phase_ = "step";
+  StepStats stats;
+  stats.step = step_;
+  // Same arithmetic as the DDP reference: the mean over ranks, summed in rank order.
+  Tensor loss = Tensor::zeros({}, DType::f32, device_);
+  if (device_ == Device::cpu) loss.data()[0] = static_cast<float>(loss_sum / static_cast<double>(gas));
+  comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step_, .phase = "loss"});
+  stats.loss = device_ == Device::cpu ? loss.item() / static_cast<double>(comm_.world()) : 0.0;
+  stats.grad_norm = global_grad_norm(step_);
+  stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
+  optimizer_step(ctx, step_, stats.clip);
+  if (observer_) observer_->after_step(*this);
+  return stats;
+}
+
+void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
+  const bool last_leaf_pass = is_leaf(module) && ctx.current_invocation() == 0;
+  if (last_leaf_pass) leaves_done_.insert(&module);
+  auto accessed = accessed_.find({&module, ctx.current_invocation()});
+  if (accessed != accessed_.end()) {
+    for (ParamState* state : accessed->second) account_full_grad(ctx, *state);
+  }
+  auto it = uses_.find({&module, ctx.current_invocation()});
+  if (it != uses_.end()) {
+    for (ParamState* state : it->second) {
+      ZERO3_CHECK(state->remaining_grad_uses > 0, "gradient use count of " + state->param->name());
+      const bool leaf_pending = state->leaf && leaves_done_.count(state->leaf) == 0;
+      if (--state->remaining_grad_uses == 0 && !state->reduced && !leaf_pending) reduce_bucket_.push_back(state);
+    }
+  }
+  // Backward runs in reverse, so a leaf's invocation 0 is the last of its backward passes.
+  if (last_leaf_pass) {
+    // Parameters of the leaf that this rank did not use (an expert no row was routed to) are
+    // ready now too, with zero gradients, so every rank fills the same buckets.
+    for (Parameter* param : module.all_parameters()) {
+      ParamState* state = states_[param->id()].get();
+      // The bug: only hooks that fired reduce; a peer that routed rows here reduces this expert alone.
+      if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*param).defined()) continue;
+      const bool queued = std::find(reduce_bucket_.begin(), reduce_bucket_.end(), state) != reduce_bucket_.end();
+      if (!queued && !state->reduced && state->remaining_grad_uses == 0) reduce_bucket_.push_back(state);
+    }
+  }
+  int64_t bucket_elements = 0;
+  for (const ParamState* state : reduce_bucket_) bucket_elements += state->numel;
+  if (bucket_elements >= config_.zero.reduce_bucket_elements) {
+    if (bugs_.on(Bug::bucket_exact_size_skipped) && bucket_elements == config_.zero.reduce_bucket_elements) {
+      for (ParamState* state : reduce_bucket_) state->reduced = true;  // the bug: dropped, never reduced
+      reduce_bucket_.clear();
+      return;
+    }
+    flush_reduce_bucket(ctx);
+  }
+}
+
+void Zero3Engine::account_full_grad(Context& ctx, ParamState& state) {
+  if (state.grad_bytes > 0) return;  // a later use adds into the same gradient
+  const Tensor grad = ctx.param_grad(*state.param);
+  if (!grad.defined() || grad.bytes() == 0) return;
+  state.grad_bytes = grad.bytes();
+  allocator_.acquire(MemoryCategory::grad, state.grad_bytes, state.param->name());
+}
+
+void Zero3Engine::release_full_grad(Context& ctx, ParamState& state) {
+  ctx.release_param_grad(*state.param);
+  if (state.grad_bytes > 0) allocator_.release(MemoryCategory::grad, state.grad_bytes);
+  state.grad_bytes = 0;
+}
+
+void Zero3Engine::flush_reduce_bucket(Context& ctx) {
+  if (reduce_bucket_.empty()) return;
+  // Ordered by id, so every rank lays the bucket out identically whatever order hooks fired in.
+  if (!bugs_.on(Bug::bucket_order_by_arrival)) {
+    std::sort(reduce_bucket_.begin(), reduce_bucket_.end(),
+              [](const ParamState* a, const ParamState* b) { return a->param->id() < b->param->id(); });
+  }
+  std::vector<BucketEntry> entries;
+  std::vector<Tensor> grads;
+  for (const ParamState* state : reduce_bucket_) {
+    entries.push_back({.param_id = state->param->id(), .numel = state->numel});
+    const Tensor grad = ctx.param_grad(*state->param);
+    grads.push_back(grad.defined() ? grad.to_dtype(DType::f32).reshape({state->numel}) : Tensor());
+  }
+  const BucketLayout layout(entries, comm_.world());
+  Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
+  const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
+  layout.pack_full(grads, world_buffer, padding);
+  // Packed into the send buffer, the full gradients are dropped before the collective runs.
+  grads.clear();
+  for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
+  Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
+  comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+  counters_.reduce_scatters++;
+  for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
+    ParamState& state = *reduce_bucket_[i];
+    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(block, i), comm_.world());
+    if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
+    state.reduced = true;
+  }
+  reduce_bucket_.clear();
+}
+
+void Zero3Engine::end_micro_step(Context& ctx) {
+  flush_reduce_bucket(ctx);
+  // Whatever was not reduced yet — unused parameters above all — is reduced now, in id order:
+  // with zeros where there is no gradient, so every rank issues the same collectives.
+  int64_t bucket_elements = 0;
+  for (auto& state : states_) {
+    if (state->reduced) continue;
+    if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*state->param).defined()) continue;
+    reduce_bucket_.push_back(state.get());
+    bucket_elements += state->numel;
+    if (bucket_elements >= config_.zero.reduce_bucket_elements) {
+      flush_reduce_bucket(ctx);
+      bucket_elements = 0;
+    }
+  }
+  flush_reduce_bucket(ctx);
+  Module& root = model_.root();
+  for (auto& state : states_) {
+    // Gathers prefetched for what follows this micro-step are completed and dropped.
+    if (state->status == ParamStatus::inflight) wait_for(ctx, *state);
+    if (state->status == ParamStatus::available && !state->persistent) release(ctx, *state, root);
+    release_full_grad(ctx, *state);  // only a bug leaves one unreduced here
+    state->reduced = false;
+    state->remaining_grad_uses = 0;
+    state->active_uses = 0;
+  }
+  uses_.clear();
+  accessed_.clear();
+  invocation_stack_.clear();
+  leaves_done_.clear();
+}
+
+float Zero3Engine::global_grad_norm(int64_t step) {
+  // The canonical norm (optimizer.h): this rank's partial over its shards in id order, rounded
+  // to f32, then one all-reduce that adds the partials in rank order.
+  Tensor total = Tensor::zeros({}, DType::f32, device_);
+  if (device_ == Device::cpu) {
+    double partial = 0.0;
+    for (const auto& state : states_) partial += sum_of_squares(state->grad_shard.values());
+    total.data()[0] = static_cast<float>(partial);
+  }
+  comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
+  return device_ == Device::cpu ? std::sqrt(total.item()) : 0.0f;
+}
+
+void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
+  AdamWHyper hyper = config_.adamw;
+  hyper.step = step + 1;
+  std::vector<ParamState*> persistent;
+  for (auto& state : states_) {
+    adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, hyper);
+    state->shard = state->slot.master.to_dtype(compute_dtype_);
+    if (device_ == Device::cpu) ctx.kernels().fill(state->grad_shard, 0.0f);
+    if (state->persistent && state->status == ParamStatus::available) {
+      release(ctx, *state, model_.root());  // its full value is stale now
+      persistent.push_back(state.get());
+    }
+  }
+  // Persistent parameters stay gathered between steps: gather their new values once.
+  if (!persistent.empty()) {
+    issue_gather(model_.root(), persistent);
+    complete_gather(ctx, *pending_.back());
+  }
+}
+
+std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
+  std::vector<OptimizerSlot> fulls;
+  for (const auto& state : states_) {
+    const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
+    auto gather = [&](const Tensor& shard) {
+      Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()});
+      comm_.all_gather(shard, world_buffer,
+                       {.module = "", .params = {state->param->name()}, .step = step, .phase = "gather_state"});
+      Tensor full = Tensor::zeros({state->numel});
+      layout.unpack_full(world_buffer, 0, full);
+      return full.reshape(state->param->shape());
+    };
+    fulls.push_back({gather(state->slot.master), gather(state->slot.exp_avg), gather(state->slot.exp_avg_sq)});
+  }
+  return fulls;
+}
+
+}  // namespace zero3
