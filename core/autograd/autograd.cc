@@ -5,7 +5,6 @@
 
 #include "core/autograd/context.h"
 #include "core/base/errors.h"
-#include "core/nn/module.h"
 
 namespace zero3 {
 
@@ -81,7 +80,7 @@ void Tape::record(TapeOp op) {
   entries_.push_back(std::move(entry));
 }
 
-void Tape::mark(MarkerKind kind, Module* module, int64_t invocation) {
+void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name) {
   TapeEntry entry;
   entry.is_marker = true;
   entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation};
@@ -90,7 +89,7 @@ void Tape::mark(MarkerKind kind, Module* module, int64_t invocation) {
   } else if (!open_enters_.empty()) {
     entry.marker.activation_bytes = entries_[open_enters_.back()].marker.activation_bytes;
     open_enters_.pop_back();
-    acquire_activations(entry.marker.activation_bytes, module ? module->name() : "");
+    acquire_activations(entry.marker.activation_bytes, name);
   }
   entries_.push_back(std::move(entry));
 }

@@ -81,7 +81,8 @@ struct TapeEntry {
 class Tape {
  public:
   void record(TapeOp op);
-  void mark(MarkerKind kind, Module* module, int64_t invocation);
+  // `name` labels the module's activations in the allocator (the tape sees modules only by pointer).
+  void mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name);
   const std::vector<TapeEntry>& entries() const { return entries_; }
   void clear();
 

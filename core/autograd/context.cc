@@ -1,72 +1,17 @@
-// The checked parameter accessor, raw handles and module invocation markers.
+// The Context's own state: kernels, hooks, rank and the per-micro-step tape. Its methods that need
+// the full Module and Parameter types (the accessors, module markers) are in nn/context_modules.cc.
 #include "core/autograd/context.h"
-
-#include "core/base/errors.h"
-#include "core/nn/module.h"
-#include "core/nn/parameter.h"
 
 namespace zero3 {
 
-Tensor ModuleHooks::checked_access(Context&, Module&, Parameter& param) { return param.data; }
-
-Tensor ModuleHooks::raw_access(Context&, Parameter& param) { return param.data; }
-
 Context::Context(Kernels& kernels, ModuleHooks* hooks, int rank)
     : kernels_(kernels), hooks_(hooks ? hooks : &default_hooks_), rank_(rank) {}
-
-Var Context::param(Module& user, Parameter& param) {
-  Tensor value = hooks_->checked_access(*this, user, param);
-  // The value may be a placeholder of another shape when an engine is broken on purpose (bug
-  // injection); the ops that use it then fail or, for broadcasting ones, silently compute garbage.
-  ZERO3_CHECK(value.defined(), "checked access to '" + param.name() + "' got an undefined tensor");
-  // Leaves are keyed by id; an unnumbered parameter would alias every other one.
-  ZERO3_CHECK(param.id() >= 0, "parameter '" + param.name() + "' has no id: finalize() the model first");
-  auto [it, inserted] = param_leaves_.try_emplace(param.id());
-  if (inserted) it->second = Var(value, /*requires_grad=*/true);
-  else it->second.mutable_value() = value;
-  return it->second;
-}
-
-Tensor Context::raw(Parameter& param) { return hooks_->raw_access(*this, param); }
-
-Tensor Context::param_grad(const Parameter& param) const {
-  auto it = param_leaves_.find(param.id());
-  return it == param_leaves_.end() ? Tensor() : it->second.grad();
-}
-
-void Context::set_param_value(const Parameter& param, const Tensor& value) {
-  auto it = param_leaves_.find(param.id());
-  if (it != param_leaves_.end()) it->second.mutable_value() = value;
-}
-
-void Context::release_param_grad(const Parameter& param) {
-  auto it = param_leaves_.find(param.id());
-  if (it != param_leaves_.end()) it->second.clear_grad();
-}
 
 void Context::begin_micro_step() {
   tape_.clear();
   param_leaves_.clear();
   invocations_.clear();
   module_stack_.clear();
-}
-
-int64_t Context::enter_module(Module& module) {
-  const int64_t invocation = invocations_[&module]++;
-  module_stack_.push_back(&module);
-  tape_.mark(MarkerKind::module_enter, &module, invocation);
-  current_invocation_ = invocation;
-  hooks_->pre_forward(*this, module);
-  return invocation;
-}
-
-void Context::exit_module(Module& module, int64_t invocation) {
-  current_invocation_ = invocation;
-  // Marked first: the module's outputs exist before its post-forward hook releases its parameters.
-  tape_.mark(MarkerKind::module_exit, &module, invocation);
-  hooks_->post_forward(*this, module);
-  ZERO3_CHECK(!module_stack_.empty() && module_stack_.back() == &module, "module exit out of order: " + module.display_name());
-  module_stack_.pop_back();
 }
 
 }  // namespace zero3

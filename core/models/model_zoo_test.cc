@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -129,6 +130,25 @@ TEST(ModelZoo, MlpTinyLearnsItsTeacher) {
   for (int64_t step = 0; step < 300; ++step) step_loss(step, true);
   const float after = step_loss(1000, false);
   EXPECT_LT(after, 0.5f * before) << "held-out loss " << before << " -> " << after;
+}
+
+TEST(ModelZoo, MoeTinyRoutesDifferentBatchesToDifferentExpertSets) {
+  BuiltModel built = build_model("moe-tiny", {.seed = 9, .data_file = ""});
+  built.model->initialize(9);
+  std::set<std::set<std::string>> expert_sets;
+  for (int64_t step = 0; step < 16; ++step) {
+    Context ctx(cpu_kernels());
+    built.model->loss(ctx, built.data->batch(step, 0, 0, 1, 1));
+    std::set<std::string> experts;
+    for (const TapeEntry& entry : ctx.tape().entries()) {
+      if (!entry.is_marker || entry.marker.kind != MarkerKind::module_enter) continue;
+      const std::string& name = entry.marker.module->name();
+      if (name.find(".experts.") != std::string::npos && name.ends_with(".fc")) experts.insert(name);
+    }
+    EXPECT_EQ(experts.size(), 1u) << "one row runs exactly one expert";
+    expert_sets.insert(experts);
+  }
+  EXPECT_GE(expert_sets.size(), 2u);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/autograd/ops_test_support.h"
+#include "core/tensor/tensor_test_support.h"
 
 namespace zero3 {
 namespace {

@@ -1,0 +1,2 @@
+// A planted violation for tools/check_layers_test.py: the core including the simulator.
+#include "sim/sim_world.h"
