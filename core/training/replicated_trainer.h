@@ -13,16 +13,10 @@
 #include "core/models/data.h"
 #include "core/nn/model.h"
 #include "core/training/optimizer.h"
+#include "core/training/step_stats.h"
 #include "core/training/train_config.h"
 
 namespace zero3 {
-
-struct StepStats {
-  int64_t step = 0;
-  double loss = 0.0;       // mean over micro-steps (and over ranks for DDP)
-  float grad_norm = 0.0f;  // before clipping
-  float clip = 1.0f;       // the coefficient applied
-};
 
 struct ReplicatedOptions {
   // Ranks whose data the global batch covers. The single-process reference trains on

@@ -20,10 +20,11 @@
 #include "core/sharding/communicator.h"
 #include "core/autograd/context.h"
 #include "core/models/data.h"
+#include "core/nn/model.h"
 #include "core/zero3/fetch_trace.h"
 #include "core/training/optimizer.h"
 #include "core/zero3/param_status.h"
-#include "core/training/replicated_trainer.h"
+#include "core/training/step_stats.h"
 #include "core/training/train_config.h"
 
 namespace zero3 {
