@@ -23,6 +23,7 @@
 
 #include "core/zero3/param_status.h"
 #include "core/nn/parameter.h"
+#include "core/nn/placeholder_policy.h"
 
 namespace zero3 {
 

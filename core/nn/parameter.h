@@ -3,7 +3,7 @@
 //
 // `data` is the full tensor as the unsharded reference trainer sees it. An engine that partitions
 // parameters keeps its own shards and answers checked and raw accesses through ModuleHooks; for
-// raw handles it applies the placeholder policy below.
+// raw handles it applies the placeholder policy (placeholder_policy.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -13,15 +13,6 @@
 namespace zero3 {
 
 class Module;
-
-// What a raw (unchecked) handle shows while its parameter is partitioned.
-enum class PlaceholderPolicy : uint8_t {
-  error,   // any use raises, naming the parameter, its shape, its status and the module (default)
-  empty,   // a shape-[0] tensor, as DeepSpeed does today
-  scalar,  // a shape-[1] tensor holding 1.0, as DeepSpeed did in 2021
-};
-const char* placeholder_policy_name(PlaceholderPolicy policy);
-bool parse_placeholder_policy(const std::string& text, PlaceholderPolicy* out);
 
 // How a parameter is initialised from the model seed.
 enum class Init : uint8_t {

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/tensor/kernels.h"
-#include "core/nn/parameter.h"
+#include "core/nn/placeholder_policy.h"
+#include "core/training/optimizer.h"
 
 namespace zero3 {
 
@@ -37,7 +37,7 @@ struct TrainConfig {
   int64_t gradient_accumulation_steps = 1;
   float gradient_clipping = 1.0f;          // max global norm; 0 turns clipping off
   bool bf16 = false;                       // bf16.enabled: bf16 compute, f32 master weights
-  AdamWHyper adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f, .step = 1};
+  AdamWHyper adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
   ZeroConfig zero;
 };
 
