@@ -1,5 +1,6 @@
-// The ZeRO-3 engine: module hooks (fetch, release, external registration, placeholders) and the
-// training step (bucketed reduce-scatter, canonical norm, sharded AdamW). See zero3_engine.h.
+// The ZeRO-3 engine's construction and its module hooks: fetch (bucketed gathers, prefetch along
+// the trace), release, external registration and placeholders. The training step is in
+// zero3_step.cc, checkpoints in zero3_checkpoint.cc; the interface in zero3_engine.h.
 #include "core/zero3/zero3_engine.h"
 
 #include <algorithm>
