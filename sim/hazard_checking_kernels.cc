@@ -167,9 +167,9 @@ double HazardCheckingKernels::sum_of_squares(const Tensor& in) {
 }
 
 void HazardCheckingKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                                  const AdamWHyper& hyper) {
+                                  const AdamWCoefficients& coefficients) {
   check("adamw", {&param, &grad, &exp_avg, &exp_avg_sq}, {&param, &exp_avg, &exp_avg_sq});
-  inner_.adamw(param, grad, exp_avg, exp_avg_sq, hyper);
+  inner_.adamw(param, grad, exp_avg, exp_avg_sq, coefficients);
 }
 
 }  // namespace zero3

@@ -53,7 +53,7 @@ class HazardCheckingKernels : public Kernels {
   void select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) override;
   void sum_all(const Tensor& in, Tensor& out_scalar) override;
   double sum_of_squares(const Tensor& in) override;
-  void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWHyper& hyper) override;
+  void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWCoefficients& coefficients) override;
 
  private:
   // Throws CorrectnessError when a read tensor is written by an in-flight collective, or a written

@@ -56,7 +56,7 @@ class RecordingKernels : public Kernels {
     calls.push_back("sum_of_squares");
     return 0.0;
   }
-  void adamw(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWHyper&) override { calls.push_back("adamw"); }
+  void adamw(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWCoefficients&) override { calls.push_back("adamw"); }
 
   std::vector<std::string> calls;
 };

@@ -73,29 +73,5 @@ TEST(MarkovData, TokenFrequenciesAreCloseToTheUniformStationaryDistribution) {
   for (int64_t count : counts) EXPECT_NEAR(static_cast<double>(count) / 8000.0, 1.0 / 8.0, 0.02);
 }
 
-TEST(MarkovData, GptTinyLearnsClearlyBelowTheUnigramEntropy) {
-  BuiltModel built = build_model("gpt-tiny", {.seed = 7, .data_file = ""});
-  built.model->initialize(7);
-  std::vector<Tensor> exp_avg, exp_avg_sq;
-  for (const Parameter* param : built.model->parameters()) {
-    exp_avg.push_back(Tensor::zeros(param->shape()));
-    exp_avg_sq.push_back(Tensor::zeros(param->shape()));
-  }
-  float loss = 0.0f;
-  for (int64_t step = 0; step < 200; ++step) {
-    Context ctx(cpu_kernels());
-    const Var loss_var = built.model->loss(ctx, built.data->batch(step, 0, 0, 1, 8));
-    backward(ctx, loss_var);
-    loss = loss_var.value().item();
-    const AdamWHyper hyper{.lr = 1e-2f, .step = step + 1};
-    for (size_t i = 0; i < built.model->parameters().size(); ++i) {
-      Parameter& param = *built.model->parameters()[i];
-      const Tensor grad = ctx.param_grad(param);
-      cpu_kernels().adamw(param.data, grad, exp_avg[i], exp_avg_sq[i], hyper);
-    }
-  }
-  EXPECT_LT(loss, *built.data->unigram_entropy_nats() - 1.0) << built.data->description();
-}
-
 }  // namespace
 }  // namespace zero3

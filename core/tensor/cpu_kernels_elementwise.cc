@@ -191,24 +191,18 @@ double CpuKernels::sum_of_squares(const Tensor& in) {
 
 // PyTorch's AdamW: decoupled decay first, then the bias-corrected Adam update.
 void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                       const AdamWHyper& hyper) {
+                       const AdamWCoefficients& c) {
   ZERO3_CHECK(param.numel() == grad.numel() && param.numel() == exp_avg.numel() &&
-                  param.numel() == exp_avg_sq.numel() && hyper.step >= 1,
-              "adamw on " + describe(param) + " step " + std::to_string(hyper.step));
-  const double step = static_cast<double>(hyper.step);
-  const float bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), step));
-  const float bias_correction2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(hyper.beta2), step)));
-  const float step_size = hyper.lr / bias_correction1;
-  const float decay = 1.0f - hyper.lr * hyper.weight_decay;
+                  param.numel() == exp_avg_sq.numel(),
+              "adamw on " + describe(param));
   float *p = param.data(), *m = exp_avg.data(), *v = exp_avg_sq.data();
   const float* g = grad.data();
   for (int64_t i = 0; i < param.numel(); ++i) {
-    p[i] *= decay;
-    m[i] = hyper.beta1 * m[i] + (1.0f - hyper.beta1) * g[i];
-    v[i] = hyper.beta2 * v[i] + (1.0f - hyper.beta2) * g[i] * g[i];
-    const float denominator = std::sqrt(v[i]) / bias_correction2_sqrt + hyper.eps;
-    p[i] -= step_size * m[i] / denominator;
+    p[i] *= c.decay;
+    m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * g[i];
+    v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * g[i] * g[i];
+    const float denominator = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
+    p[i] -= c.step_size * m[i] / denominator;
   }
   round_if_bf16(param);
 }

@@ -61,7 +61,7 @@ class CpuKernels final : public Kernels {
   void round_to_dtype(Tensor& tensor) override;
   void sum_all(const Tensor& in, Tensor& out_scalar) override;
   double sum_of_squares(const Tensor& in) override;
-  void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWHyper& hyper) override;
+  void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWCoefficients& coefficients) override;
 
   // cpu_kernels_matmul.cc
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, int64_t batch, int64_t m,

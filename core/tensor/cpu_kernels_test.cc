@@ -13,10 +13,11 @@ namespace {
 TEST(CpuKernels, AdamWStepMatchesTheHandComputedUpdate) {
   Tensor param = Tensor::from_values({1}, {1.0f});
   Tensor exp_avg = Tensor::zeros({1}), exp_avg_sq = Tensor::zeros({1});
-  AdamWHyper hyper;
-  hyper.lr = 0.1f;
-  hyper.weight_decay = 0.1f;
-  cpu_kernels().adamw(param, Tensor::from_values({1}, {0.5f}), exp_avg, exp_avg_sq, hyper);
+  // Step 1 with lr 0.1, weight decay 0.1, betas (0.9, 0.999): bias corrections 0.1 and sqrt(0.001).
+  const AdamWCoefficients coefficients{.beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .decay = 1.0f - 0.1f * 0.1f,
+                                       .step_size = 0.1f / (1.0f - 0.9f),
+                                       .bias_correction2_sqrt = std::sqrt(1.0f - 0.999f)};
+  cpu_kernels().adamw(param, Tensor::from_values({1}, {0.5f}), exp_avg, exp_avg_sq, coefficients);
   // Decay: 1 * (1 - 0.01) = 0.99. m = 0.05, v = 0.00025; bias-corrected 0.5 and 0.25, so the step
   // is 0.1 * 0.5 / (0.5 + 1e-8).
   EXPECT_NEAR(param.item(), 0.99f - 0.1f * 0.5f / (0.5f + 1e-8f), 1e-6f);

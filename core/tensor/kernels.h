@@ -16,13 +16,15 @@ namespace zero3 {
 enum class BinaryOp : uint8_t { add, sub, mul };
 enum class UnaryOp : uint8_t { gelu, relu };
 
-struct AdamWHyper {
-  float lr = 1e-3f;
+// The scalars of one AdamW update, computed once per step by the optimizer (training/optimizer.h)
+// from its hyperparameters and the step number; the kernel applies them element by element.
+struct AdamWCoefficients {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  int64_t step = 1;  // 1-based, for bias correction
+  float decay = 1.0f;                  // 1 - lr * weight_decay (decoupled weight decay)
+  float step_size = 1e-3f;             // lr / (1 - beta1^step)
+  float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^step)
 };
 
 class Kernels {
@@ -86,7 +88,7 @@ class Kernels {
 
   // One AdamW step on f32 tensors of equal numel (decoupled weight decay, bias correction).
   virtual void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                     const AdamWHyper& hyper) = 0;
+                     const AdamWCoefficients& coefficients) = 0;
 };
 
 // The CPU reference kernels (GEMM through BLAS). One shared instance; it holds no state.

@@ -1,6 +1,8 @@
 // Gradient averaging, accumulation, the canonical norm, clipping and AdamW.
 #include "core/training/optimizer.h"
 
+#include <cmath>
+
 #include "core/base/errors.h"
 
 namespace zero3 {
@@ -37,15 +39,29 @@ float clip_coefficient(float grad_norm, float max_norm) {
   return max_norm / (grad_norm + 1e-6f);
 }
 
-void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip, AdamWHyper hyper) {
+AdamWCoefficients adamw_coefficients(const AdamWHyper& hyper, int64_t step) {
+  ZERO3_CHECK(step >= 1, "AdamW step " + std::to_string(step) + " (steps count from 1)");
+  const double exponent = static_cast<double>(step);
+  const float bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), exponent));
+  return {.beta1 = hyper.beta1,
+          .beta2 = hyper.beta2,
+          .eps = hyper.eps,
+          .decay = 1.0f - hyper.lr * hyper.weight_decay,
+          .step_size = hyper.lr / bias_correction1,
+          .bias_correction2_sqrt =
+              static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(hyper.beta2), exponent)))};
+}
+
+void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip,
+                  const AdamWCoefficients& coefficients) {
   if (slot.master.numel() == 0 || slot.master.is_meta()) return;
   if (clip == 1.0f) {
-    kernels.adamw(slot.master, grad, slot.exp_avg, slot.exp_avg_sq, hyper);
+    kernels.adamw(slot.master, grad, slot.exp_avg, slot.exp_avg_sq, coefficients);
     return;
   }
   Tensor clipped = Tensor::zeros(grad.shape(), DType::f32);
   kernels.scale(grad, clip, clipped);
-  kernels.adamw(slot.master, clipped, slot.exp_avg, slot.exp_avg_sq, hyper);
+  kernels.adamw(slot.master, clipped, slot.exp_avg, slot.exp_avg_sq, coefficients);
 }
 
 }  // namespace zero3

@@ -4,7 +4,8 @@
 //   1. per micro-step:  accumulate_average(accum, summed_over_ranks, world)
 //   2. after the last:  finish_accumulation(accum, gradient_accumulation_steps)
 //   3. global norm:     the canonical norm below, from per-rank partial sums of squares
-//   4. clip + AdamW:    adamw_update(slot, accum, clip_coefficient(norm, max_norm), hyper)
+//   4. clip + AdamW:    adamw_update(slot, accum, clip_coefficient(norm, max_norm),
+//                                    adamw_coefficients(hyper, step))
 #pragma once
 #include <cstdint>
 #include <span>
@@ -13,6 +14,17 @@
 #include "core/tensor/tensor.h"
 
 namespace zero3 {
+
+// AdamW's hyperparameters (PyTorch's torch.optim.AdamW: decoupled weight decay, bias correction).
+struct AdamWHyper {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+};
+// The kernel's scalars for optimizer step `step` (1-based), bias corrections computed in double.
+AdamWCoefficients adamw_coefficients(const AdamWHyper& hyper, int64_t step);
 
 // f32 master weights and AdamW moments for one flat slice (a whole parameter, or a shard of one).
 struct OptimizerSlot {
@@ -35,6 +47,7 @@ double sum_of_squares(std::span<const float> values);
 float clip_coefficient(float grad_norm, float max_norm);  // 1 when clipping is off or not needed
 
 // Scales the gradient by `clip` and applies AdamW to the slot's master weights.
-void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip, AdamWHyper hyper);
+void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip,
+                  const AdamWCoefficients& coefficients);
 
 }  // namespace zero3

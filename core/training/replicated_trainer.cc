@@ -43,9 +43,10 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, int64_t step) {
   }
   stats.grad_norm = global_grad_norm();
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
-  AdamWHyper hyper = config_.adamw;
-  hyper.step = step + 1;
-  for (size_t id = 0; id < slots_.size(); ++id) adamw_update(ctx.kernels(), slots_[id], grad_accum_[id], stats.clip, hyper);
+  const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
+  for (size_t id = 0; id < slots_.size(); ++id) {
+    adamw_update(ctx.kernels(), slots_[id], grad_accum_[id], stats.clip, coefficients);
+  }
   refresh_compute_copies();
   return stats;
 }

@@ -188,11 +188,10 @@ float Zero3Engine::global_grad_norm(int64_t step) {
 }
 
 void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
-  AdamWHyper hyper = config_.adamw;
-  hyper.step = step + 1;
+  const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
-    adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, hyper);
+    adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, coefficients);
     state->shard = state->slot.master.to_dtype(compute_dtype_);
     if (device_ == Device::cpu) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available) {
