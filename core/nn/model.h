@@ -1,6 +1,15 @@
 // Model: a module tree plus its loss. Construction registers modules and parameters; finalize()
 // names them (dotted paths) and numbers parameters (ids in registration order, own parameters of
 // a module before its children's), identically on every rank.
+//
+//   class TinyModel : public Model {
+//    public:
+//     TinyModel() : Model(std::make_unique<Linear>(4, 2, /*has_bias=*/true, 0.02f)) { finalize(); }
+//     Var loss(Context& ctx, const Batch& batch) override { ... }   // forward + loss
+//   };
+//   TinyModel model;
+//   model.initialize(seed);              // same values on every rank
+//   Var loss = model.loss(ctx, batch);
 #pragma once
 #include <memory>
 #include <string>

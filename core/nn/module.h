@@ -2,6 +2,17 @@
 // constructed; the Model then names everything with dotted paths and numbers parameters in
 // registration order. Concrete modules expose their own forward(...) and wrap its body in
 // ctx.invoke(*this, ...) so engines get pre/post forward and backward hooks.
+//
+//   class Scale : public Module {
+//    public:
+//     Scale() : Module("scale"), weight_(add_parameter("weight", {1}, Init::ones)) {}
+//     Var forward(Context& ctx, const Var& x) {
+//       // ctx.param is the checked accessor: the engine sees the access and gathers if needed.
+//       return ctx.invoke(*this, [&] { return mul(ctx, x, ctx.param(*this, weight_)); });
+//     }
+//    private:
+//     Parameter& weight_;
+//   };
 #pragma once
 #include <memory>
 #include <string>

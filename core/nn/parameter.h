@@ -4,6 +4,10 @@
 // `data` is the full tensor as the unsharded reference trainer sees it. An engine that partitions
 // parameters keeps its own shards and answers checked and raw accesses through ModuleHooks; for
 // raw handles it applies the placeholder policy (placeholder_policy.h).
+//
+//   Parameter& weight = add_parameter("weight", {out, in}, Init::normal, 0.02f);  // in a Module
+//   Var w = ctx.param(*this, weight);   // checked: hooks see it, an engine gathers it
+//   Tensor cached = ctx.raw(weight);    // unchecked: a placeholder while partitioned
 #pragma once
 #include <cstdint>
 #include <string>

@@ -5,6 +5,11 @@
 //
 // Conventions: all tensors are contiguous; `out` is preallocated by the caller; gradients are
 // written (not accumulated) unless the name says `into`.
+//
+//   Kernels& kernels = cpu_kernels();
+//   Tensor out = Tensor::zeros({2, 3});
+//   kernels.binary(BinaryOp::add, a, b, out);   // a [2, 3] + b [3], broadcast as PyTorch does
+//   kernels.matmul(x, false, w, true, y, 1, rows, out_features, in_features, false, 0.0f);  // y = x w^T
 #pragma once
 #include <cstdint>
 #include <vector>
