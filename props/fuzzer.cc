@@ -2,8 +2,9 @@
 #include "props/fuzzer.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "core/base/stopwatch.h"
+#include "core/base/text.h"
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
 #include "props/injections.h"
@@ -17,11 +18,6 @@ constexpr int kMaxSize = 100;
 // The time budget is checked between batches of this many cases.
 constexpr int64_t kBatchCases = 25;
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // SplitMix64: one well-mixed seed per (run seed, property, batch).
 uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch) {
@@ -33,8 +29,8 @@ uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch) {
 
 class ProgressListener : public rc::detail::TestListener {
  public:
-  ProgressListener(const FuzzOptions& options, FuzzProgress& progress, Clock::time_point start)
-      : options_(options), progress_(progress), start_(start) {}
+  ProgressListener(const FuzzOptions& options, FuzzProgress& progress, const Stopwatch& run_watch)
+      : options_(options), progress_(progress), run_watch_(run_watch) {}
   void onTestCaseFinished(const rc::detail::CaseDescription&) override {
     progress_.cases++;
     report();
@@ -49,12 +45,12 @@ class ProgressListener : public rc::detail::TestListener {
 
  private:
   void report() {
-    progress_.elapsed_s = seconds_since(start_);
+    progress_.elapsed_s = run_watch_.seconds();
     if (options_.on_progress) options_.on_progress(progress_);
   }
   const FuzzOptions& options_;
   FuzzProgress& progress_;
-  Clock::time_point start_;
+  const Stopwatch& run_watch_;
   int64_t accepted_ = 0;
 };
 
@@ -113,13 +109,13 @@ rc::detail::TestResult check_batch(const FuzzProperty& property, const FuzzOptio
 }
 
 PropertyResult run_property(const FuzzProperty& property, size_t index, const FuzzOptions& options,
-                            Clock::time_point start, double deadline_s) {
+                            const Stopwatch& run_watch, double deadline_s) {
   PropertyResult result{.property = property.name};
   FuzzProgress progress{.property = property.name, .cases_total = options.cases};
-  ProgressListener listener(options, progress, start);
-  const Clock::time_point property_start = Clock::now();
+  ProgressListener listener(options, progress, run_watch);
+  const Stopwatch property_watch;
   for (int64_t batch = 0; result.cases < options.cases; ++batch) {
-    if (deadline_s > 0.0 && seconds_since(start) >= deadline_s) break;
+    if (deadline_s > 0.0 && run_watch.seconds() >= deadline_s) break;
     const int64_t cases = std::min(kBatchCases, options.cases - result.cases);
     LastFailure last_failure;
     const rc::detail::TestResult outcome = check_batch(property, options, batch_seed(options.seed, index, batch), cases,
@@ -137,7 +133,7 @@ PropertyResult run_property(const FuzzProperty& property, size_t index, const Fu
   }
   result.shrinks_tried = progress.shrinks_tried;
   result.shrinks_accepted = listener.accepted();
-  result.seconds = seconds_since(property_start);
+  result.seconds = property_watch.seconds();
   return result;
 }
 
@@ -161,12 +157,12 @@ const std::vector<FuzzProperty>& fuzz_properties() {
 }
 
 const FuzzProperty& find_fuzz_property(const std::string& name) {
-  std::string known;
+  std::vector<std::string> known;
   for (const FuzzProperty& property : fuzz_properties()) {
     if (property.name == name) return property;
-    known += (known.empty() ? "" : ", ") + property.name;
+    known.push_back(property.name);
   }
-  throw InputError("unknown property '" + name + "' (known: " + known + ")");
+  throw InputError("unknown property '" + name + "' (known: " + join_words(known) + ")");
 }
 
 int64_t FuzzReport::cases() const {
@@ -196,16 +192,16 @@ FuzzReport run_fuzz(const FuzzOptions& options) {
       selected.push_back(index);
     }
   }
-  const Clock::time_point start = Clock::now();
+  const Stopwatch run_watch;
   FuzzReport report;
   for (size_t k = 0; k < selected.size(); ++k) {
     // Each property gets its share of the time budget; what one leaves unused passes on.
     const double deadline_s = options.time_budget_s * static_cast<double>(k + 1) / static_cast<double>(selected.size());
     const FuzzProperty& property = fuzz_properties()[selected[k]];
-    report.properties.push_back(run_property(property, selected[k], options, start, deadline_s));
+    report.properties.push_back(run_property(property, selected[k], options, run_watch, deadline_s));
     if (report.properties.back().failed && options.stop_at_first_failure) break;
   }
-  report.seconds = seconds_since(start);
+  report.seconds = run_watch.seconds();
   report.budget_spent = options.time_budget_s > 0.0 && report.seconds >= options.time_budget_s;
   return report;
 }

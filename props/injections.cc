@@ -1,6 +1,7 @@
 // The injections the harness must catch (see injections.h).
 #include "props/injections.h"
 
+#include "core/base/text.h"
 #include "core/zero3/bug_injection.h"
 #include "core/base/errors.h"
 
@@ -45,9 +46,9 @@ void apply_injection(const std::string& name, FuzzCase& fuzz_case) {
       return;
     }
   }
-  std::string known;
-  for (const Injection& injection : all_injections()) known += (known.empty() ? "" : ", ") + injection.name;
-  throw InputError("unknown injection '" + name + "' (known: " + known + ")");
+  std::vector<std::string> known;
+  for (const Injection& injection : all_injections()) known.push_back(injection.name);
+  throw InputError("unknown injection '" + name + "' (known: " + join_words(known) + ")");
 }
 
 }  // namespace zero3

@@ -40,9 +40,7 @@ BuiltModel build_tiny() { return build_model_from_spec(kTinySpec, "tiny", {.seed
 const std::string& param_name(int id) {
   static const std::vector<std::string> names = [] {
     const BuiltModel built = build_tiny();
-    std::vector<std::string> all;
-    for (const Parameter* param : built.model->parameters()) all.push_back(param->name());
-    return all;
+    return built.model->parameter_names();
   }();
   return names[static_cast<size_t>(id)];
 }

@@ -22,13 +22,6 @@ Verdict fail(std::string message) {
   return {.ok = false, .message = std::move(message)};
 }
 
-std::vector<std::string> param_names(const FuzzCase& fuzz_case) {
-  const BuiltModel built = build_model_from_spec(fuzz_case.model_spec, "model_spec", {.seed = fuzz_case.seed});
-  std::vector<std::string> names;
-  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
-  return names;
-}
-
 std::string root_cause_text(const SimResult& sim) {
   return "rank " + std::to_string(sim.root_cause_rank) + ": " + sim.root_cause();
 }
@@ -54,7 +47,7 @@ bool is_collective_report(const std::exception_ptr& error) {
 std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3,
                                        const DistributedRunResult& reference) {
   if (!reference.sim.all_ok()) return "the DDP reference itself failed, " + root_cause_text(reference.sim);
-  const StateComparison comparison = compare_runs(zero3, reference, param_names(fuzz_case));
+  const StateComparison comparison = compare_runs(zero3, reference);
   if (comparison.bitwise_equal) return "";
   return "ZeRO-3 differs from the DDP reference (#wrong " + std::to_string(comparison.wrong) + ", max diff " +
          std::to_string(comparison.max_abs_diff) + "):\n" + comparison.first_differences;
@@ -92,7 +85,7 @@ std::string state_differences(const FuzzCase& fuzz_case, std::vector<OptimizerSl
   DistributedRunResult a, b;
   a.final_state = std::move(actual);
   b.final_state = std::move(expected);
-  const StateComparison comparison = compare_runs(a, b, param_names(fuzz_case));
+  const StateComparison comparison = compare_runs(a, b);
   if (comparison.bitwise_equal) return "";
   return "#wrong " + std::to_string(comparison.wrong) + ", max diff " + std::to_string(comparison.max_abs_diff) +
          ":\n" + comparison.first_differences;
@@ -207,7 +200,7 @@ Verdict check_determinism(const FuzzCase& fuzz_case) {
                 "'");
   }
   if (first.sim.all_ok()) {
-    const StateComparison comparison = compare_runs(first, second, param_names(fuzz_case));
+    const StateComparison comparison = compare_runs(first, second);
     if (!comparison.bitwise_equal)
       return fail("the same case trained to different states:\n" + comparison.first_differences);
   }
@@ -261,7 +254,7 @@ Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
   if (plan.resume_world == fuzz_case.world) {
     DistributedRunResult later_steps = uninterrupted;
     later_steps.steps.erase(later_steps.steps.begin(), later_steps.steps.begin() + plan.save_at_step);
-    const StateComparison comparison = compare_runs(resumed, later_steps, param_names(fuzz_case));
+    const StateComparison comparison = compare_runs(resumed, later_steps);
     if (!comparison.bitwise_equal) {
       return fail("ZeRO-3 " + resumed_on + " differs from the uninterrupted run:\n" + comparison.first_differences);
     }

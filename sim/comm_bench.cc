@@ -2,10 +2,10 @@
 #include "sim/comm_bench.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 
+#include "core/base/stopwatch.h"
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/rng.h"
@@ -15,7 +15,6 @@ namespace zero3 {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kBytesPerElement = 4;
 // Enough repetitions per round to move about this much per size, within [kIterationsMin, kIterationsMax].
@@ -28,10 +27,6 @@ constexpr int kRounds = 3;
 float bench_value(uint64_t seed, int rank, int64_t index) {
   const uint64_t bits = mix64(seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(index));
   return static_cast<float>(static_cast<int64_t>(bits % 17) - 8);
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 int iterations_for(int64_t delivered_bytes) {
@@ -58,12 +53,12 @@ double measure_memcpy_gbps(int64_t bytes, int iterations) {
   std::memcpy(destination.data(), source.data(), source.size());
   double best_s = 0.0;
   for (int round = 0; round < kRounds; ++round) {
-    const Clock::time_point start = Clock::now();
+    const Stopwatch watch;
     for (int i = 0; i < iterations; ++i) {
       source[static_cast<size_t>(i) % source.size()] = static_cast<char>(i);  // keeps the copies from being merged
       std::memcpy(destination.data(), source.data(), source.size());
     }
-    const double elapsed_s = seconds_since(start);
+    const double elapsed_s = watch.seconds();
     best_s = round == 0 ? elapsed_s : std::min(best_s, elapsed_s);
   }
   return static_cast<double>(bytes) * iterations / best_s / 1e9;
@@ -98,7 +93,7 @@ struct Measurement {
 Measurement time_collective(bool gather, const CommBenchOptions& options, int64_t count, int iterations) {
   std::vector<double> round_time_s(kRounds, 0.0);
   std::vector<int64_t> wrong_by_rank(static_cast<size_t>(options.world), 0);
-  Clock::time_point start;
+  Stopwatch watch;
   SimWorld world(SimOptions{.world = options.world, .seed = options.seed});
   const SimResult result = world.run([&](SimRank& sim) {
     const int64_t send_numel = gather ? count : count * sim.world();
@@ -117,12 +112,12 @@ Measurement time_collective(bool gather, const CommBenchOptions& options, int64_
     collective();  // warm-up: first touch of the pages, caches
     for (double& time_s : round_time_s) {
       // Rank 0 starts the clock once the previous collective completed, which moved every rank's data.
-      if (sim.rank() == 0) start = Clock::now();
+      if (sim.rank() == 0) watch.restart();
       sim.comm().barrier(site);
       for (int i = 0; i < iterations; ++i) collective();
       sim.comm().barrier(site);
       // The first rank past the barrier stops the clock, before any rank goes on to other work.
-      if (time_s == 0.0) time_s = seconds_since(start) / iterations;
+      if (time_s == 0.0) time_s = watch.seconds() / iterations;
     }
     wrong_by_rank[static_cast<size_t>(sim.rank())] =
         count_wrong(gather, options.seed, sim.rank(), sim.world(), count, recv);

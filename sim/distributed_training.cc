@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "core/training/checkpoint.h"
-#include "core/autograd/context.h"
 #include "core/base/errors.h"
 #include "core/models/model_zoo.h"
+#include "core/zero3/rank_program.h"
 #include "sim/observed_communicator.h"
 
 namespace zero3 {
@@ -24,21 +24,9 @@ BuiltModel build_run_model(const DistributedRunOptions& options) {
   return build_model(options.model, model_options);
 }
 
-// The DDP reference holds every parameter in full on every rank; its bytes are counted under the
-// same categories as ZeRO-3's shards so that the two are comparable.
-void account_replicated_state(Allocator& allocator, const Model& model, const TrainConfig& config) {
-  const int64_t compute_bytes = config.bf16 ? 2 : 4;
-  for (const Parameter* param : model.parameters()) {
-    allocator.acquire(MemoryCategory::param_shard, param->numel() * compute_bytes, param->name());
-    allocator.acquire(MemoryCategory::optimizer_state, 3 * param->numel() * 4, param->name());
-    allocator.acquire(MemoryCategory::grad_shard, param->numel() * 4, param->name());
-  }
-}
-
-struct RankProgramOutput {
-  std::vector<StepStats> steps;
-  std::vector<OptimizerSlot> final_state;
-  EngineCounters counters;
+struct RankOutput {
+  RankProgramResult program;
+  std::vector<std::string> param_names;
   std::optional<RankMemory> training_memory;  // peaks when training ended, before the final gather
 };
 
@@ -51,70 +39,23 @@ RankMemory memory_of(const SimAllocator& allocator) {
   return memory;
 }
 
-// Every rank writes its own shard file into the staging folder; rank 0 writes the metadata once a
-// barrier says every file is on disk and moves the checkpoint in place, and a second barrier tells
-// every rank that it is complete. A rank that fails, or sees a peer fail, removes the staging
-// folder (gone once published), so a failed save leaves the previous checkpoint as it was.
-void save_rank_checkpoint(SimRank& sim, const DistributedRunOptions& options, const BuiltModel& built,
-                          const std::vector<OptimizerSlot>& shards, int64_t steps_taken) {
-  const CheckpointManifest manifest =
-      manifest_of(*built.model, sim.world(), steps_taken, options.seed, built.spec, options.config);
-  const std::string staging = checkpoint_staging_dir(options.save_checkpoint);
-  try {
-    write_shard_file(staging, manifest, sim.rank(), shards);
-    const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
-    sim.comm().barrier(site);
-    if (sim.rank() == 0) {
-      write_metadata(staging, manifest);
-      publish_checkpoint(options.save_checkpoint);
-    }
-    sim.comm().barrier(site);
-  } catch (...) {
-    abandon_checkpoint_save(options.save_checkpoint);
-    throw;
-  }
-}
-
-void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoint* resume, RankProgramOutput& output) {
+void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoint* resume, RankOutput& output) {
   BuiltModel built = build_run_model(options);
   built.model->initialize(options.seed);
-  const int64_t first_step = resume ? resume->manifest.step : 0;
-  int64_t save_after = -1;  // no save
-  if (!options.save_checkpoint.empty()) save_after = options.save_at_step == 0 ? options.steps : options.save_at_step;
+  output.param_names = built.model->parameter_names();
   // Collectives' staging buffers count as comm_buffer, as in replay.
   ObservedCommunicator comm(sim.comm(), sim.allocator(), nullptr);
-  if (options.config.zero.stage == 3) {
-    Zero3Engine engine(*built.model, comm, sim.allocator(), options.config, options.bugs);
-    if (options.observer_for_rank) engine.set_observer(options.observer_for_rank(sim.rank()));
-    Context ctx(sim.kernels(), &engine, sim.rank());
-    ctx.tape().count_activations(&sim.allocator());
-    if (resume) engine.load_shard_state(ctx, shard_state(resume->full, sim.world(), sim.rank()));
-    for (int64_t step = first_step; step < options.steps; ++step) {
-      output.steps.push_back(engine.train_step(ctx, *built.data, step));
-      if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
-      if (step + 1 == save_after) save_rank_checkpoint(sim, options, built, engine.shard_state(), step + 1);
-    }
-    output.training_memory = memory_of(sim.allocator());
-    output.final_state = engine.gather_full_state(options.steps);
-    output.counters = engine.counters();
-    return;
-  }
-  account_replicated_state(sim.allocator(), *built.model, options.config);
-  ReplicatedTrainer trainer(*built.model, *built.data, options.config,
-                            {.global_ranks = sim.world(), .comm = &comm, .allocator = &sim.allocator()});
-  if (resume) trainer.load_state(resume->full);
-  Context ctx(sim.kernels(), nullptr, sim.rank());
-  ctx.tape().count_activations(&sim.allocator());
-  for (int64_t step = first_step; step < options.steps; ++step) {
-    output.steps.push_back(trainer.train_step(ctx, step));
-    if (sim.rank() == 0 && options.on_step) options.on_step(output.steps.back());
-    // DDP holds the full state on every rank; each saves its shard of it, in the same format.
-    if (step + 1 == save_after) {
-      save_rank_checkpoint(sim, options, built, shard_state(trainer.slots(), sim.world(), sim.rank()), step + 1);
-    }
-  }
-  output.training_memory = memory_of(sim.allocator());
-  output.final_state = trainer.slots();
+  RankProgramOptions program{.config = options.config,
+                             .bugs = options.bugs,
+                             .seed = options.seed,
+                             .steps = options.steps,
+                             .resume = resume,
+                             .save_checkpoint = options.save_checkpoint,
+                             .save_after_step = options.save_at_step,
+                             .on_step = options.on_step,
+                             .on_training_done = [&] { output.training_memory = memory_of(sim.allocator()); }};
+  if (options.observer_for_rank) program.observer = options.observer_for_rank(sim.rank());
+  output.program = run_rank_program({.comm = &comm, .allocator = sim.allocator(), .kernels = sim.kernels()}, built, program);
 }
 
 // The checkpoint to resume from, validated against the model once for all ranks, and the save step
@@ -156,16 +97,17 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   const std::optional<Checkpoint> resume = checkpoint_to_resume(options);
   if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
   SimWorld world(sim_options);
-  std::vector<RankProgramOutput> outputs(static_cast<size_t>(options.world));
+  std::vector<RankOutput> outputs(static_cast<size_t>(options.world));
   DistributedRunResult result;
   const Checkpoint* resume_from = resume ? &*resume : nullptr;
   result.sim = world.run(
       [&](SimRank& sim) { run_rank(sim, options, resume_from, outputs[static_cast<size_t>(sim.rank())]); });
   // A run that ended before its save step leaves an empty staging folder; a published save, none.
   if (!options.save_checkpoint.empty()) abandon_checkpoint_save(options.save_checkpoint);
-  result.steps = outputs[0].steps;
-  result.final_state = outputs[0].final_state;
-  result.counters = outputs[0].counters;
+  result.steps = outputs[0].program.steps;
+  result.final_state = outputs[0].program.final_state;
+  result.counters = outputs[0].program.counters;
+  result.param_names = outputs[0].param_names;
   for (int rank = 0; rank < options.world; ++rank) {
     // A rank that failed has no training snapshot: its peaks up to the failure.
     const std::optional<RankMemory>& snapshot = outputs[static_cast<size_t>(rank)].training_memory;
@@ -200,8 +142,8 @@ void compare_values(const std::string& what, std::span<const float> a, std::span
 
 }  // namespace
 
-StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b,
-                             const std::vector<std::string>& param_names) {
+StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b) {
+  const std::vector<std::string>& param_names = a.param_names;
   StateComparison comparison;
   std::vector<float> losses_a, losses_b;
   for (const StepStats& stats : a.steps) losses_a.push_back(static_cast<float>(stats.loss));

@@ -64,6 +64,7 @@ struct DistributedRunResult {
   std::vector<StepStats> steps;             // rank 0's view of the steps run (from the checkpoint's
                                             // step when resuming); every rank sees the same losses
   std::vector<OptimizerSlot> final_state;   // full f32 master weights and moments by parameter id
+  std::vector<std::string> param_names;     // by parameter id, for comparisons and reports
   std::vector<RankMemory> memory;           // by rank
   EngineCounters counters;                  // rank 0's (ZeRO-3 only)
   std::map<std::string, CollectiveTotals> collectives;  // rank 0's, by op name
@@ -81,7 +82,6 @@ struct StateComparison {
   int64_t wrong = 0;  // elements (and losses) that differ
   std::string first_differences;
 };
-StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b,
-                             const std::vector<std::string>& param_names);
+StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b);
 
 }  // namespace zero3

@@ -2,11 +2,11 @@
 // simulated ranks, model and data, measured in the same run. The ratio is the figure of merit:
 // what the sharding machinery (gathers, releases, bucketed reduce-scatter) costs per step.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 
 #include "core/base/atomic_file.h"
+#include "core/base/stopwatch.h"
 #include "core/base/errors.h"
 #include "sim/distributed_training.h"
 #include "tools/commands.h"
@@ -35,9 +35,9 @@ double seconds_per_step(const BenchStepFlags& flags, int zero_stage) {
   options.config.zero.persistence_threshold = 0;  // shard everything: the cost being measured
   double best = 1e30;
   for (int round = 0; round < flags.rounds; ++round) {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     const DistributedRunResult result = run_distributed(options);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = watch.seconds();
     if (!result.sim.all_ok()) throw CorrectnessError("bench step run failed: " + result.sim.root_cause());
     best = std::min(best, seconds / static_cast<double>(flags.steps));
   }

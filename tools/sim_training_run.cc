@@ -3,12 +3,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
 #include "core/base/errors.h"
 #include "core/base/hash.h"
 #include "core/models/model_zoo.h"
+#include "core/zero3/rank_program.h"
 #include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
 #include "tools/progress.h"
@@ -75,19 +77,17 @@ double max_diff_to_single_process(const TrainOptions& options, const TrainConfig
                                   const std::vector<OptimizerSlot>& state) {
   BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
   built.model->initialize(options.seed);
-  ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
-  int64_t first_step = 0;
-  if (!options.load_checkpoint.empty()) {
-    const Checkpoint checkpoint = load_checkpoint(options.load_checkpoint, *built.model);
-    trainer.load_state(checkpoint.full);
-    first_step = checkpoint.manifest.step;
-  }
-  Context ctx(cpu_kernels());
-  for (int64_t step = first_step; step < options.steps; ++step) trainer.train_step(ctx, step);
+  std::optional<Checkpoint> resume;
+  if (!options.load_checkpoint.empty()) resume = load_checkpoint(options.load_checkpoint, *built.model);
+  CountingAllocator memory;
+  const RankProgramResult reference = run_rank_program(
+      {.comm = nullptr, .allocator = memory, .kernels = cpu_kernels()}, built,
+      {.config = config, .seed = options.seed, .steps = options.steps, .global_ranks = options.ranks,
+       .resume = resume ? &*resume : nullptr});
   double max_diff = 0.0;
   for (size_t id = 0; id < state.size(); ++id) {
     const auto a = state[id].master.values();
-    const auto b = trainer.slots()[id].master.values();
+    const auto b = reference.final_state[id].master.values();
     for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
   }
   return max_diff;
@@ -101,10 +101,7 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   ddp.save_checkpoint.clear();  // the checked run saves; its reference must not overwrite that
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
-  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
-  std::vector<std::string> names;
-  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
-  const StateComparison comparison = compare_runs(zero3_run, ddp_run, names);
+  const StateComparison comparison = compare_runs(zero3_run, ddp_run);
   const double single_diff = max_diff_to_single_process(options, config, zero3_run.final_state);
   std::printf("check: ZeRO-3 vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
               comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT", static_cast<long long>(comparison.wrong),

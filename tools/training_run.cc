@@ -2,7 +2,6 @@
 #include "tools/training_run.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -11,9 +10,11 @@
 #include "core/training/checkpoint.h"
 #include "core/base/errors.h"
 #include "core/base/hash.h"
+#include "core/base/stopwatch.h"
 #include "core/tensor/kernels.h"
 #include "core/models/model_zoo.h"
 #include "core/training/resume_differences.h"
+#include "core/zero3/rank_program.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
 
@@ -41,65 +42,74 @@ std::string hash_masters(const std::vector<OptimizerSlot>& slots) {
 }
 
 // --load-checkpoint on the reference trainer: the full state, whatever world size saved it.
-int64_t resume_reference(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built,
-                         ReplicatedTrainer& trainer) {
-  const int64_t save_at = options.save_checkpoint.empty() ? 0 : options.save_at.value_or(0);
-  if (options.load_checkpoint.empty()) {
-    check_checkpoint_steps("", 0, options.steps, save_at);
-    return 0;
+std::optional<Checkpoint> reference_resume(const TrainOptions& options, const TrainConfig& config,
+                                           const BuiltModel& built) {
+  std::optional<Checkpoint> resume;
+  if (!options.load_checkpoint.empty()) {
+    resume = load_checkpoint(options.load_checkpoint, *built.model);
+    warn_about_resume_differences(options.load_checkpoint, resume->manifest, options.seed, config);
+    std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
+                static_cast<long long>(resume->manifest.step), options.load_checkpoint.c_str(), resume->manifest.world);
   }
-  const Checkpoint checkpoint = load_checkpoint(options.load_checkpoint, *built.model);
-  check_checkpoint_steps(options.load_checkpoint, checkpoint.manifest.step, options.steps, save_at);
-  warn_about_resume_differences(options.load_checkpoint, checkpoint.manifest, options.seed, config);
-  trainer.load_state(checkpoint.full);
-  std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
-              static_cast<long long>(checkpoint.manifest.step), options.load_checkpoint.c_str(),
-              checkpoint.manifest.world);
-  return checkpoint.manifest.step;
+  const int64_t save_at = options.save_checkpoint.empty() ? 0 : options.save_at.value_or(0);
+  check_checkpoint_steps(options.load_checkpoint, resume ? resume->manifest.step : 0, options.steps, save_at);
+  return resume;
 }
 
-// --save-checkpoint on the reference trainer: one process holds everything, so a world-1 checkpoint.
-void save_reference(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built,
-                    const ReplicatedTrainer& trainer, int64_t steps_taken) {
-  save_checkpoint(options.save_checkpoint,
-                  manifest_of(*built.model, 1, steps_taken, options.seed, built.spec, config), trainer.slots());
-  std::printf("  checkpoint after step %lld written to %s\n", static_cast<long long>(steps_taken),
-              options.save_checkpoint.c_str());
-}
+// A save's staging folder goes when the run ends, whether or not it got as far as its save step.
+struct StagingCleanup {
+  const std::string& dir;
+  ~StagingCleanup() {
+    if (!dir.empty()) abandon_checkpoint_save(dir);
+  }
+};
 
 TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
-  TrainOutcome outcome;
-  ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = options.ranks, .comm = nullptr});
-  const int64_t first_step = resume_reference(options, config, built, trainer);
-  Context ctx(cpu_kernels());
+  const std::optional<Checkpoint> resume = reference_resume(options, config, built);
+  if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
+  const StagingCleanup cleanup{options.save_checkpoint};
   ProgressBar progress(options.steps, "train");
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = first_step; step < options.steps; ++step) {
-    const auto step_start = std::chrono::steady_clock::now();
-    StepStats stats = trainer.train_step(ctx, step);
-    if (!std::isfinite(stats.loss)) {
-      throw CorrectnessError("loss became " + std::to_string(stats.loss) + " at step " + std::to_string(step) +
-                             "; lower --lr or enable clipping");
-    }
-    outcome.steps.push_back(stats);
-    const double step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
-    char status[96];
-    std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
-    if ((step + 1) % options.log_every == 0 || step + 1 == options.steps) {
-      progress.finish();
-      std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms\n", static_cast<long long>(step + 1),
-                  static_cast<long long>(options.steps), stats.loss, stats.grad_norm, stats.clip, step_ms);
-      std::fflush(stdout);
-    }
-    progress.update(step + 1, status);
-    if (!options.save_checkpoint.empty() && step + 1 == options.save_at.value_or(options.steps)) {
-      progress.finish();
-      save_reference(options, config, built, trainer, step + 1);
-    }
-  }
+  Stopwatch step_watch;
+  RankProgramOptions program{
+      .config = config,
+      .seed = options.seed,
+      .steps = options.steps,
+      .global_ranks = options.ranks,
+      .resume = resume ? &*resume : nullptr,
+      .save_checkpoint = options.save_checkpoint,
+      .save_after_step = options.save_at.value_or(0),
+      .on_step = [&](const StepStats& stats) {
+        if (!std::isfinite(stats.loss)) {
+          throw CorrectnessError("loss became " + std::to_string(stats.loss) + " at step " +
+                                 std::to_string(stats.step) + "; lower --lr or enable clipping");
+        }
+        const double step_ms = step_watch.milliseconds();
+        step_watch.restart();
+        char status[96];
+        std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
+        if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
+          progress.finish();
+          std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms\n",
+                      static_cast<long long>(stats.step + 1), static_cast<long long>(options.steps), stats.loss,
+                      stats.grad_norm, stats.clip, step_ms);
+          std::fflush(stdout);
+        }
+        progress.update(stats.step + 1, status);
+      },
+      .on_saved = [&](int64_t steps_taken) {
+        progress.finish();
+        std::printf("  checkpoint after step %lld written to %s\n", static_cast<long long>(steps_taken),
+                    options.save_checkpoint.c_str());
+      }};
+  CountingAllocator memory;
+  const Stopwatch run_watch;
+  const RankProgramResult result = run_rank_program({.comm = nullptr, .allocator = memory, .kernels = cpu_kernels()},
+                                                    built, program);
   progress.finish();
-  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  outcome.final_param_hash = hash_masters(trainer.slots());
+  TrainOutcome outcome;
+  outcome.steps = result.steps;
+  outcome.seconds = run_watch.seconds();
+  outcome.final_param_hash = hash_masters(result.final_state);
   return outcome;
 }
 
@@ -124,9 +134,9 @@ TrainOutcome run_training(const TrainOptions& options) {
   if (options.backend == "ref") {
     outcome = train_reference(options, config, built);
   } else if (options.backend == "sim") {
-    const auto start = std::chrono::steady_clock::now();
+    const Stopwatch watch;
     train_simulated(options, config, outcome, outcome.backend_report);
-    outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outcome.seconds = watch.seconds();
   } else {
     const CudaProbe probe = probe_cuda();
     if (probe.device_count == 0) throw BackendError("--backend cuda: " + probe.problem);

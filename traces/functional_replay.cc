@@ -47,12 +47,7 @@ FunctionalOutcome run_functional_case(const TraceRun& run) {
   if (!reference.sim.all_ok()) {
     throw CorrectnessError("the DDP reference of this case failed on its own: " + reference.sim.root_cause());
   }
-  const ModelOptions model_options{.seed = run.seed, .data_file = ""};
-  const BuiltModel built = zero3.model_spec.is_null() ? build_model(zero3.model, model_options)
-                                                      : build_model_from_spec(zero3.model_spec, "model_spec", model_options);
-  std::vector<std::string> names;
-  for (const Parameter* param : built.model->parameters()) names.push_back(param->name());
-  const StateComparison comparison = compare_runs(sharded, reference, names);
+  const StateComparison comparison = compare_runs(sharded, reference);
   if (!comparison.bitwise_equal) {
     outcome.property = kPropertyEqualToDdp;
     outcome.message = "ZeRO-3 differs from the DDP reference:\n" + comparison.first_differences;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/base/text.h"
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
 
@@ -51,8 +52,7 @@ HardwareChoice load_hardware(const std::string& name_or_path, int world) {
         }
       }
       std::sort(names.begin(), names.end());  // directory order is the file system's, not ours
-      std::string known;
-      for (const std::string& name : names) known += (known.empty() ? "" : ", ") + name;
+      const std::string known = join_words(names);
       throw InputError("hardware profile '" + name_or_path + "': no such file, and not a profile in " +
                        catalog.parent_path().string() + " (" + (known.empty() ? "none found" : known) + ")");
     }

@@ -190,10 +190,10 @@ Trace record_training_trace(const DistributedRunOptions& options, const nlohmann
     RecordingHooks hooks(unsharded, rank_index, step_events);
     TrainConfig config = options.config;
     config.zero.stage = 0;
-    ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = sim.world(), .comm = &sim.comm()});
+    ReplicatedTrainer trainer(*built.model, config, {.global_ranks = sim.world(), .comm = &sim.comm()});
     Context ctx(sim.kernels(), &hooks, sim.rank());
     for (int64_t step = 0; step < options.steps; ++step) {
-      trainer.train_step(ctx, step);
+      trainer.train_step(ctx, *built.data, step);
       hooks.end_step();
       events[static_cast<size_t>(sim.rank())].push_back(compact_calls(step_events, own));
       step_events.clear();

@@ -129,10 +129,4 @@ std::string json_excerpt(const nlohmann::json& value) {
   return text;
 }
 
-std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (const std::string& word : words) out += (out.empty() ? "" : ", ") + word;
-  return out;
-}
-
 }  // namespace zero3

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/base/text.h"
+
 namespace zero3 {
 
 class JsonReader {
@@ -50,7 +52,5 @@ nlohmann::json read_json_file(const std::string& path);
 [[noreturn]] void throw_json_error(const std::string& source, const std::string& pointer, const std::string& message);
 // A JSON value as it appears in an error: compact, and cut at 60 characters.
 std::string json_excerpt(const nlohmann::json& value);
-// "a, b, c" from a list of words.
-std::string join_words(const std::vector<std::string>& words);
 
 }  // namespace zero3

@@ -21,6 +21,12 @@ void Model::name_subtree(Module& module, const std::string& prefix) {
   for (auto& child : module.children_) name_subtree(*child, child_prefix + child->local_name());
 }
 
+std::vector<std::string> Model::parameter_names() const {
+  std::vector<std::string> names;
+  for (const Parameter* param : parameters_) names.push_back(param->name());
+  return names;
+}
+
 int64_t Model::parameter_count() const {
   int64_t count = 0;
   for (const Parameter* param : parameters_) count += param->numel();

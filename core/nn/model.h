@@ -36,6 +36,7 @@ class Model {
   const Module& root() const { return *root_; }
   // Every parameter by id.
   const std::vector<Parameter*>& parameters() const { return parameters_; }
+  std::vector<std::string> parameter_names() const;  // dotted names by id
   int64_t parameter_count() const;  // elements, each parameter counted once
   Parameter& parameter(const std::string& name) const;  // InputError if there is none
 

@@ -173,7 +173,7 @@ TEST_F(CheckpointTest, ATiedWeightIsOneEntryAndTheTieSurvivesALoad) {
 
   // Loaded into a fresh model, the LM head computes with the loaded wte values.
   BuiltModel fresh = initialized("gpt-tiny");
-  ReplicatedTrainer trainer(*fresh.model, *fresh.data, TrainConfig{}, {});
+  ReplicatedTrainer trainer(*fresh.model, TrainConfig{}, {});
   trainer.load_state(loaded.full);
   Parameter& wte = fresh.model->parameter("wte.weight");
   const Module* head = nullptr;

@@ -52,10 +52,10 @@ Trained train(const std::string& model, int64_t gas, int64_t micro_batch, bool s
   config.micro_batch_size = micro_batch;
   const SlicesOfOneBatch sliced(*built.data, gas);
   const DataSource& data = slice_one_batch ? static_cast<const DataSource&>(sliced) : *built.data;
-  ReplicatedTrainer trainer(*built.model, data, config, {.global_ranks = 1, .comm = nullptr});
+  ReplicatedTrainer trainer(*built.model, config, {.global_ranks = 1, .comm = nullptr});
   Context ctx(cpu_kernels());
   Trained out;
-  for (int64_t step = 0; step < 3; ++step) out.losses.push_back(trainer.train_step(ctx, step).loss);
+  for (int64_t step = 0; step < 3; ++step) out.losses.push_back(trainer.train_step(ctx, data, step).loss);
   out.slots = trainer.slots();
   return out;
 }

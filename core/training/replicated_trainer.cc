@@ -6,12 +6,12 @@
 #include "core/autograd/autograd.h"
 #include "core/base/errors.h"
 #include "core/sharding/partition.h"
+#include "core/training/checkpoint.h"
 
 namespace zero3 {
 
-ReplicatedTrainer::ReplicatedTrainer(Model& model, const DataSource& data, const TrainConfig& config,
-                                     ReplicatedOptions options)
-    : model_(model), data_(data), config_(config), options_(options) {
+ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, ReplicatedOptions options)
+    : model_(model), config_(config), options_(options) {
   if (options_.comm) options_.global_ranks = options_.comm->world();
   for (const Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined() && !param->data.is_meta(), "initialise '" + param->name() + "' before training");
@@ -20,14 +20,14 @@ ReplicatedTrainer::ReplicatedTrainer(Model& model, const DataSource& data, const
   refresh_compute_copies();
 }
 
-StepStats ReplicatedTrainer::train_step(Context& ctx, int64_t step) {
+StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, int64_t step) {
   ctx.set_step(step);
   grad_accum_.clear();
   for (const Parameter* param : model_.parameters()) grad_accum_.push_back(Tensor::zeros(param->shape()));
 
   double loss_total = 0.0;
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
-    loss_total += forward_backward(ctx, step, micro);
+    loss_total += forward_backward(ctx, data, step, micro);
     reduce_gradients(ctx, step);
   }
   for (Tensor& accum : grad_accum_) finish_accumulation(ctx.kernels(), accum, config_.gradient_accumulation_steps);
@@ -51,6 +51,10 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, int64_t step) {
   return stats;
 }
 
+std::vector<OptimizerSlot> ReplicatedTrainer::checkpoint_shards() const {
+  return shard_state(slots_, world(), rank());
+}
+
 void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
   ZERO3_CHECK(slots.size() == slots_.size(), "one optimizer slot per parameter");
   for (const Parameter* param : model_.parameters()) {
@@ -66,12 +70,11 @@ void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
   refresh_compute_copies();
 }
 
-double ReplicatedTrainer::forward_backward(Context& ctx, int64_t step, int64_t micro) {
+double ReplicatedTrainer::forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro) {
   ctx.begin_micro_step();
-  const int rank = options_.comm ? options_.comm->rank() : 0;
   const int64_t batch_size = options_.comm ? config_.micro_batch_size
                                            : config_.micro_batch_size * options_.global_ranks;
-  const Batch batch = data_.batch(step, micro, rank, world(), batch_size);
+  const Batch batch = data.batch(step, micro, rank(), world(), batch_size);
   Var loss = model_.loss(ctx, batch);
   const double loss_value = loss.value().item();
   backward(ctx, loss);

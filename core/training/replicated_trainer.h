@@ -3,8 +3,8 @@
 // DDP reference — the oracle the ZeRO-3 engine must equal bit for bit — where each rank trains on
 // its own data shard and gradients are all-reduced (summed in rank order) per parameter in id order.
 //
-//   ReplicatedTrainer trainer(*built.model, *built.data, config, {.global_ranks = 4});
-//   for (int64_t step = 0; step < steps; ++step) StepStats stats = trainer.train_step(ctx, step);
+//   ReplicatedTrainer trainer(*built.model, config, {.global_ranks = 4});
+//   for (int64_t step = 0; step < steps; ++step) StepStats stats = trainer.train_step(ctx, *built.data, step);
 #pragma once
 #include <vector>
 
@@ -14,6 +14,7 @@
 #include "core/nn/model.h"
 #include "core/training/optimizer.h"
 #include "core/training/step_stats.h"
+#include "core/training/trainer.h"
 #include "core/training/train_config.h"
 
 namespace zero3 {
@@ -28,11 +29,15 @@ struct ReplicatedOptions {
   Allocator* allocator = nullptr;
 };
 
-class ReplicatedTrainer {
+class ReplicatedTrainer : public Trainer {
  public:
-  ReplicatedTrainer(Model& model, const DataSource& data, const TrainConfig& config, ReplicatedOptions options);
+  ReplicatedTrainer(Model& model, const TrainConfig& config, ReplicatedOptions options);
 
-  StepStats train_step(Context& ctx, int64_t step);
+  StepStats train_step(Context& ctx, const DataSource& data, int64_t step) override;
+  // Every rank holds the full state; each saves its own shard of it, in the sharded layout.
+  std::vector<OptimizerSlot> checkpoint_shards() const override;
+  void load_full_state(Context&, const std::vector<OptimizerSlot>& full) override { load_state(full); }
+  std::vector<OptimizerSlot> full_state(int64_t) override { return slots_; }
 
   // The f32 master weights by parameter id (what checkpoints and comparisons read).
   const std::vector<OptimizerSlot>& slots() const { return slots_; }
@@ -40,15 +45,15 @@ class ReplicatedTrainer {
   // slots() holds them) and the parameters' compute copies. Call between steps.
   void load_state(const std::vector<OptimizerSlot>& slots);
   int world() const { return options_.comm ? options_.comm->world() : 1; }
+  int rank() const { return options_.comm ? options_.comm->rank() : 0; }
 
  private:
-  double forward_backward(Context& ctx, int64_t step, int64_t micro);
+  double forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro);
   void reduce_gradients(Context& ctx, int64_t step);
   float global_grad_norm() const;
   void refresh_compute_copies();
 
   Model& model_;
-  const DataSource& data_;
   TrainConfig config_;
   ReplicatedOptions options_;
   std::vector<OptimizerSlot> slots_;     // by parameter id

@@ -2,6 +2,7 @@
 #include "core/zero3/bug_injection.h"
 
 #include "core/base/errors.h"
+#include "core/base/text.h"
 
 namespace zero3 {
 
@@ -36,12 +37,12 @@ std::vector<Bug> all_bugs() {
 }
 
 Bug parse_bug(const std::string& name) {
-  std::string known;
+  std::vector<std::string> known;
   for (Bug bug : all_bugs()) {
     if (name == bug_name(bug)) return bug;
-    known += (known.empty() ? "" : ", ") + std::string(bug_name(bug));
+    known.push_back(bug_name(bug));
   }
-  throw InputError("unknown bug injection '" + name + "' (known: " + known + ")");
+  throw InputError("unknown bug injection '" + name + "' (known: " + join_words(known) + ")");
 }
 
 }  // namespace zero3

@@ -2,6 +2,7 @@
 // back (zero3_engine.h, "checkpoints"; the files themselves are core/training/checkpoint.h's business).
 #include "core/base/errors.h"
 #include "core/sharding/partition.h"
+#include "core/training/checkpoint.h"
 #include "core/zero3/zero3_engine.h"
 #include "core/zero3/zero3_engine_state.h"
 
@@ -34,6 +35,10 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     // A gathered copy holds the old value; releasing it makes the next use gather the new one.
     if (state.status == ParamStatus::available) release(ctx, state, model_.root());
   }
+}
+
+void Zero3Engine::load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) {
+  load_shard_state(ctx, zero3::shard_state(full, comm_.world(), comm_.rank()));
 }
 
 }  // namespace zero3

@@ -25,6 +25,7 @@
 #include "core/training/optimizer.h"
 #include "core/zero3/param_status.h"
 #include "core/training/step_stats.h"
+#include "core/training/trainer.h"
 #include "core/training/train_config.h"
 
 namespace zero3 {
@@ -52,13 +53,13 @@ class EngineObserver {
   virtual void after_step(const Zero3Engine&) {}
 };
 
-class Zero3Engine : public ModuleHooks {
+class Zero3Engine : public ModuleHooks, public Trainer {
  public:
   Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
               BugInjections bugs = {});
   ~Zero3Engine() override;
 
-  StepStats train_step(Context& ctx, const DataSource& data, int64_t step);
+  StepStats train_step(Context& ctx, const DataSource& data, int64_t step) override;
 
   // train_step in its phases, for drivers that run forward and backward themselves (trace
   // replay): begin_step, then per micro-step begin_micro_step, forward, begin_backward,
@@ -99,6 +100,10 @@ class Zero3Engine : public ModuleHooks {
   // again with its new value at its next use, so no collective runs here and the ranks need not
   // load in step with each other.
   void load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards);
+  // The Trainer interface over the three above.
+  std::vector<OptimizerSlot> checkpoint_shards() const override { return shard_state(); }
+  void load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) override;
+  std::vector<OptimizerSlot> full_state(int64_t step) override { return gather_full_state(step); }
   // ---- end of checkpoints
 
  private:

@@ -1,0 +1,93 @@
+// The per-rank training program (rank_program.h).
+#include "core/zero3/rank_program.h"
+
+#include <memory>
+
+#include "core/autograd/context.h"
+#include "core/base/errors.h"
+#include "core/training/replicated_trainer.h"
+
+namespace zero3 {
+
+namespace {
+
+int world_of(const RankSeams& seams) { return seams.comm ? seams.comm->world() : 1; }
+int rank_of(const RankSeams& seams) { return seams.comm ? seams.comm->rank() : 0; }
+
+// The DDP reference holds every parameter in full on every rank; its bytes are counted under the
+// same categories as ZeRO-3's shards so that the two are comparable.
+void account_replicated_state(Allocator& allocator, const Model& model, const TrainConfig& config) {
+  const int64_t compute_bytes = config.bf16 ? 2 : 4;
+  for (const Parameter* param : model.parameters()) {
+    allocator.acquire(MemoryCategory::param_shard, param->numel() * compute_bytes, param->name());
+    allocator.acquire(MemoryCategory::optimizer_state, 3 * param->numel() * 4, param->name());
+    allocator.acquire(MemoryCategory::grad_shard, param->numel() * 4, param->name());
+  }
+}
+
+// Every rank writes its own shard file into the staging folder; rank 0 writes the metadata once a
+// barrier says every file is on disk and moves the checkpoint in place, and a second barrier tells
+// every rank that it is complete. A rank that fails, or sees a peer fail, removes the staging
+// folder (gone once published), so a failed save leaves the previous checkpoint as it was.
+void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& options, const BuiltModel& built,
+                          const Trainer& trainer, int64_t steps_taken) {
+  const CheckpointManifest manifest =
+      manifest_of(*built.model, world_of(seams), steps_taken, options.seed, built.spec, options.config);
+  const std::string staging = checkpoint_staging_dir(options.save_checkpoint);
+  const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
+  try {
+    write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards());
+    if (seams.comm) seams.comm->barrier(site);
+    if (rank_of(seams) == 0) {
+      write_metadata(staging, manifest);
+      publish_checkpoint(options.save_checkpoint);
+    }
+    if (seams.comm) seams.comm->barrier(site);
+  } catch (...) {
+    abandon_checkpoint_save(options.save_checkpoint);
+    throw;
+  }
+}
+
+}  // namespace
+
+RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, const RankProgramOptions& options) {
+  std::unique_ptr<Zero3Engine> engine;
+  std::unique_ptr<ReplicatedTrainer> replicated;
+  Trainer* trainer = nullptr;
+  // Without a communicator this is the single-process reference: unsharded whatever the stage.
+  if (options.config.zero.stage == 3 && seams.comm) {
+    engine = std::make_unique<Zero3Engine>(*built.model, *seams.comm, seams.allocator, options.config, options.bugs);
+    if (options.observer) engine->set_observer(options.observer);
+    trainer = engine.get();
+  } else {
+    account_replicated_state(seams.allocator, *built.model, options.config);
+    replicated = std::make_unique<ReplicatedTrainer>(
+        *built.model, options.config,
+        ReplicatedOptions{.global_ranks = options.global_ranks, .comm = seams.comm, .allocator = &seams.allocator});
+    trainer = replicated.get();
+  }
+  Context ctx(seams.kernels, engine.get(), rank_of(seams));
+  ctx.tape().count_activations(&seams.allocator);
+  if (options.resume) trainer->load_full_state(ctx, options.resume->full);
+
+  const int64_t first_step = options.resume ? options.resume->manifest.step : 0;
+  int64_t save_after = -1;  // no save
+  if (!options.save_checkpoint.empty()) save_after = options.save_after_step == 0 ? options.steps : options.save_after_step;
+  const bool reports = rank_of(seams) == 0;
+  RankProgramResult result;
+  for (int64_t step = first_step; step < options.steps; ++step) {
+    result.steps.push_back(trainer->train_step(ctx, *built.data, step));
+    if (reports && options.on_step) options.on_step(result.steps.back());
+    if (step + 1 == save_after) {
+      save_rank_checkpoint(seams, options, built, *trainer, step + 1);
+      if (reports && options.on_saved) options.on_saved(step + 1);
+    }
+  }
+  if (options.on_training_done) options.on_training_done();
+  result.final_state = trainer->full_state(options.steps);
+  if (engine) result.counters = engine->counters();
+  return result;
+}
+
+}  // namespace zero3
