@@ -96,7 +96,7 @@ struct LifecycleSut {
   LifecycleSut(SimRank& sim, const LifecycleSettings& settings, const BugInjections& bugs)
       : allocator(sim.allocator()),
         built(build_tiny()),
-        engine(init(built), sim.comm(), allocator, engine_config(settings), bugs),
+        engine(init(built), sim.comm(), allocator, sim.kernels(), engine_config(settings), bugs),
         ctx(sim.kernels(), &engine, sim.rank()),
         rank(sim.rank()),
         world(sim.world()) {
@@ -273,7 +273,7 @@ struct Step : LifecycleCommand {
   void apply(LifecycleModel& model) const override { model.step(); }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     run_checked(*this, model, sut, [&] {
-      sut.engine.end_step(sut.ctx, 0.0);
+      sut.engine.end_step(sut.ctx);
       sut.engine.begin_step(sut.ctx, ++sut.step);
       sut.engine.begin_micro_step(sut.ctx);
     });

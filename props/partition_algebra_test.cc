@@ -38,7 +38,7 @@ RC_GTEST_PROP(PartitionAlgebra, EveryElementIsOwnedExactlyOnceAndPaddingIsZero, 
   const Tensor full = numbered(numel, 0.0f);
   std::vector<int> owners(static_cast<size_t>(numel), 0);
   for (int rank = 0; rank < world; ++rank) {
-    const Tensor shard = make_shard(full, world, rank);
+    const Tensor shard = make_shard(cpu_kernels(), full, world, rank);
     const ShardRange range = shard_range(numel, world, rank);
     RC_ASSERT(shard.numel() == shard_numel(numel, world));
     for (int64_t i = 0; i < shard.numel(); ++i) {
@@ -64,17 +64,17 @@ RC_GTEST_PROP(PartitionAlgebra, GatheringTheShardsOfABucketGivesBackEveryParamet
   std::vector<Tensor> blocks;
   for (int rank = 0; rank < world; ++rank) {
     std::vector<Tensor> shards;
-    for (const Tensor& full : fulls) shards.push_back(make_shard(full, world, rank));
+    for (const Tensor& full : fulls) shards.push_back(make_shard(cpu_kernels(), full, world, rank));
     std::vector<const Tensor*> shard_pointers;
     for (const Tensor& shard : shards) shard_pointers.push_back(&shard);
     Tensor block = Tensor::zeros({layout.block_numel()});
-    layout.pack_shards(shard_pointers, block);
+    layout.pack_shards(cpu_kernels(), shard_pointers, block);
     blocks.push_back(block);
   }
   const Tensor world_buffer = all_gather(blocks);
   for (size_t i = 0; i < fulls.size(); ++i) {
     Tensor gathered = Tensor::zeros({numels[i]});
-    layout.unpack_full(world_buffer, i, gathered);
+    layout.unpack_full(cpu_kernels(), world_buffer, i, gathered);
     RC_ASSERT(std::vector<float>(gathered.values().begin(), gathered.values().end()) ==
               std::vector<float>(fulls[i].values().begin(), fulls[i].values().end()));
   }
@@ -93,7 +93,7 @@ RC_GTEST_PROP(PartitionAlgebra, ReduceScatterOfPackedGradientsSumsEachOwnedEleme
     std::vector<Tensor> grads;
     for (int64_t numel : numels) grads.push_back(numbered(numel, 100.0f * static_cast<float>(rank)));
     Tensor buffer = Tensor::zeros({layout.block_numel() * world});
-    layout.pack_full(grads, buffer);
+    layout.pack_full(cpu_kernels(), grads, buffer);
     for (size_t k = 0; k < summed.size(); ++k) summed[k] += buffer.values()[k];
   }
   for (int rank = 0; rank < world; ++rank) {
@@ -101,7 +101,7 @@ RC_GTEST_PROP(PartitionAlgebra, ReduceScatterOfPackedGradientsSumsEachOwnedEleme
     const Tensor block =
         Tensor::from_values({layout.block_numel()}, std::vector<float>(begin, begin + layout.block_numel()));
     for (size_t i = 0; i < numels.size(); ++i) {
-      const Tensor shard = layout.shard_of(block, i);
+      const Tensor shard = layout.shard_of(cpu_kernels(), block, i);
       const ShardRange range = shard_range(numels[i], world, rank);
       for (int64_t k = 0; k < shard.numel(); ++k) {
         const int64_t element = range.begin + k;

@@ -190,7 +190,7 @@ TEST_F(CheckpointResume, LoadingIntoAnEngineThatHasTrainedReplacesItsGatheredPer
   const SimResult sim = SimWorld(SimOptions{.world = 2, .seed = 3}).run([&](SimRank& rank) {
     BuiltModel built = build_model("kitchen-sink", {.seed = 3, .data_file = ""});
     built.model->initialize(9);  // other initial values: different values gathered before the load
-    Zero3Engine engine(*built.model, rank.comm(), rank.allocator(), resumed.config);
+    Zero3Engine engine(*built.model, rank.comm(), rank.allocator(), rank.kernels(), resumed.config);
     Context ctx(rank.kernels(), &engine, rank.rank());
     for (int64_t step = 0; step < 2; ++step) engine.train_step(ctx, *built.data, step);
     engine.load_shard_state(ctx, shard_state(checkpoint.full, 2, rank.rank()));

@@ -13,57 +13,75 @@ namespace zero3 {
 
 namespace {
 
-constexpr int64_t kCopyChunkElements = (int64_t{256} << 10) / static_cast<int64_t>(sizeof(float));
+constexpr int64_t kCopyChunkBytes = int64_t{256} << 10;
 
-size_t block_bytes(int64_t count) { return static_cast<size_t>(count) * sizeof(float); }
+float element(DType dtype, const void* data, int64_t index) {
+  if (dtype == DType::bf16) return bf16_value(static_cast<const uint16_t*>(data)[index]);
+  return static_cast<const float*>(data)[index];
+}
+
+void set_element(DType dtype, void* data, int64_t index, float value) {
+  if (dtype == DType::bf16) static_cast<uint16_t*>(data)[index] = bf16_bits(value);
+  else static_cast<float*>(data)[index] = value;
+}
 
 // out[j] = out[j] op in[j] for one more rank.
-void reduce_step(ReduceOp op, DType dtype, const float* in, float* out, int64_t count) {
+void reduce_step(ReduceOp op, DType dtype, const void* in, void* out, int64_t count) {
   if (op == ReduceOp::max) {
     // NaN wins, as in torch.maximum, so a poisoned input can never hide behind a larger value.
-    for (int64_t j = 0; j < count; ++j) out[j] = (in[j] > out[j] || std::isnan(in[j])) ? in[j] : out[j];
+    for (int64_t j = 0; j < count; ++j) {
+      const float a = element(dtype, in, j), b = element(dtype, out, j);
+      set_element(dtype, out, j, (a > b || std::isnan(a)) ? a : b);
+    }
     return;
   }
   if (dtype == DType::bf16) {
-    for (int64_t j = 0; j < count; ++j) out[j] = round_to_bf16(out[j] + in[j]);
+    for (int64_t j = 0; j < count; ++j) set_element(dtype, out, j, element(dtype, out, j) + element(dtype, in, j));
     return;
   }
-  for (int64_t j = 0; j < count; ++j) out[j] += in[j];
+  float* target = static_cast<float*>(out);
+  const float* source = static_cast<const float*>(in);
+  for (int64_t j = 0; j < count; ++j) target[j] += source[j];
 }
 
-// out = inputs[0][offset..] op inputs[1][offset..] op ... in rank order.
-void reduce_block(const CollectiveSignature& signature, std::span<const float* const> inputs, int64_t offset,
-                  float* out) {
+const char* at(const void* data, int64_t bytes) { return static_cast<const char*>(data) + bytes; }
+char* at(void* data, int64_t bytes) { return static_cast<char*>(data) + bytes; }
+
+// out = inputs[0][offset..] op inputs[1][offset..] op ... in rank order (offset in elements).
+void reduce_block(const CollectiveSignature& signature, std::span<const void* const> inputs, int64_t offset,
+                  void* out) {
+  const int64_t element_bytes = dtype_bytes(signature.dtype);
   const int64_t count = signature.count;
-  std::memcpy(out, inputs[0] + offset, block_bytes(count));
+  std::memcpy(out, at(inputs[0], offset * element_bytes), static_cast<size_t>(count * element_bytes));
   for (size_t rank = 1; rank < inputs.size(); ++rank) {
-    reduce_step(signature.reduce, signature.dtype, inputs[rank] + offset, out, count);
+    reduce_step(signature.reduce, signature.dtype, at(inputs[rank], offset * element_bytes), out, count);
   }
 }
 
 }  // namespace
 
-void poison(float* data, int64_t count) {
-  // All bits set is a quiet NaN in f32, and still NaN when read as bf16.
-  if (count > 0) std::memset(data, 0xFF, block_bytes(count));
+void poison(void* data, int64_t count, DType dtype) {
+  // All bits set is a quiet NaN in f32 and in bf16.
+  if (count > 0) std::memset(data, 0xFF, static_cast<size_t>(count * dtype_bytes(dtype)));
 }
 
-void move_collective_data(const CollectiveSignature& signature, std::span<const float* const> inputs,
-                          std::span<float* const> outputs) {
+void move_collective_data(const CollectiveSignature& signature, std::span<const void* const> inputs,
+                          std::span<void* const> outputs) {
   const size_t world = inputs.size();
   ZERO3_CHECK(outputs.size() == world, "inputs and outputs for " + std::to_string(world) + " ranks");
   const int64_t count = signature.count;
+  const int64_t block_bytes = count * dtype_bytes(signature.dtype);
   if (count == 0) return;
   switch (signature.op) {
     case CollectiveOp::all_gather:
       // Block by block, in chunks small enough to stay in cache while they are copied to every
       // rank: each input is read from memory once, not once per rank.
       for (size_t block = 0; block < world; ++block) {
-        for (int64_t offset = 0; offset < count; offset += kCopyChunkElements) {
-          const int64_t chunk = std::min(kCopyChunkElements, count - offset);
-          const int64_t position = static_cast<int64_t>(block) * count + offset;
+        for (int64_t offset = 0; offset < block_bytes; offset += kCopyChunkBytes) {
+          const int64_t chunk = std::min(kCopyChunkBytes, block_bytes - offset);
+          const int64_t position = static_cast<int64_t>(block) * block_bytes + offset;
           for (size_t rank = 0; rank < world; ++rank) {
-            std::memcpy(outputs[rank] + position, inputs[block] + offset, block_bytes(chunk));
+            std::memcpy(at(outputs[rank], position), at(inputs[block], offset), static_cast<size_t>(chunk));
           }
         }
       }
@@ -76,12 +94,12 @@ void move_collective_data(const CollectiveSignature& signature, std::span<const 
     case CollectiveOp::all_reduce:
       // Reduce once into rank 0's output, then copy: every rank gets the same bits.
       reduce_block(signature, inputs, 0, outputs[0]);
-      for (size_t rank = 1; rank < world; ++rank) std::memcpy(outputs[rank], outputs[0], block_bytes(count));
+      for (size_t rank = 1; rank < world; ++rank) std::memcpy(outputs[rank], outputs[0], static_cast<size_t>(block_bytes));
       return;
     case CollectiveOp::broadcast: {
-      const float* source = inputs[static_cast<size_t>(signature.root)];
+      const void* source = inputs[static_cast<size_t>(signature.root)];
       for (size_t rank = 0; rank < world; ++rank) {
-        if (outputs[rank] != nullptr) std::memcpy(outputs[rank], source, block_bytes(count));
+        if (outputs[rank] != nullptr) std::memcpy(outputs[rank], source, static_cast<size_t>(block_bytes));
       }
       return;
     }

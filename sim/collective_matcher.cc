@@ -91,11 +91,11 @@ void CollectiveMatcher::arrive(int rank, CollectiveSlot& slot, CollectiveCall ca
   if (!call.meta) {
     // An in-place input is copied before its buffer is poisoned; other inputs are read at completion.
     if (call.input.defined() && call.output.defined() && call.input.shares_storage_with(call.output)) {
-      const float* input = call.input.data();
-      arrival.input_copy.assign(input, input + call.input.numel());
+      const auto* input = static_cast<const char*>(call.input.device_bytes());
+      arrival.input_copy.assign(input, input + call.input.bytes());
       arrival.input_copied = true;
     }
-    if (call.output.defined()) poison(call.output.data(), call.output.numel());
+    if (call.output.defined()) poison(call.output.device_bytes(), call.output.numel(), call.output.dtype());
   }
   InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(rank)];
   const InFlightUse read{slot.sequence, call.signature.op, call.site, false};
@@ -156,16 +156,16 @@ void CollectiveMatcher::complete(CollectiveSlot& slot) {
   if (failure_) return;
   ZERO3_CHECK(slot.matched && !slot.completed, "completion of #" + std::to_string(slot.sequence));
   if (!slot.arrivals[0].call.meta) {
-    std::vector<const float*> inputs(static_cast<size_t>(world_), nullptr);
-    std::vector<float*> outputs(static_cast<size_t>(world_), nullptr);
+    std::vector<const void*> inputs(static_cast<size_t>(world_), nullptr);
+    std::vector<void*> outputs(static_cast<size_t>(world_), nullptr);
     for (size_t rank = 0; rank < inputs.size(); ++rank) {
       CollectiveSlot::Arrival& arrival = slot.arrivals[rank];
       if (arrival.input_copied) {
         inputs[rank] = arrival.input_copy.data();
       } else if (arrival.call.input.defined()) {
-        inputs[rank] = arrival.call.input.data();
+        inputs[rank] = arrival.call.input.device_bytes();
       }
-      if (arrival.call.output.defined()) outputs[rank] = arrival.call.output.data();
+      if (arrival.call.output.defined()) outputs[rank] = arrival.call.output.device_bytes();
     }
     move_collective_data(slot.arrivals[0].call.signature, inputs, outputs);
   }

@@ -45,7 +45,7 @@ struct CollectiveSlot {
   struct Arrival {
     bool arrived = false;
     CollectiveCall call;
-    std::vector<float> input_copy;  // the input as issued, when it shares storage with the output
+    std::vector<char> input_copy;  // the input's bytes as issued, when it shares storage with the output
     bool input_copied = false;
     double issue_s = 0.0;
   };

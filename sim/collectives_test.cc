@@ -157,7 +157,7 @@ TEST(SimCollectives, Bf16SumsRoundAfterEveryRankInRankOrder) {
     float expected = per_rank[0];
     for (int rank = 1; rank < world; ++rank) expected = round_to_bf16(expected + per_rank[static_cast<size_t>(rank)]);
     int64_t errors = 0;
-    for (float value : buffer.values()) errors += value != expected;
+    for (float value : buffer.to_floats()) errors += value != expected;
     return errors + (expected != 256.0f);
   });
   for (int rank = 0; rank < world; ++rank) EXPECT_EQ(wrong[rank], 0) << "rank " << rank;

@@ -72,9 +72,40 @@ void HazardCheckingKernels::copy(const Tensor& in, Tensor& out) {
   inner_.copy(in, out);
 }
 
-void HazardCheckingKernels::round_to_dtype(Tensor& tensor) {
-  check("round_to_dtype", {&tensor}, {&tensor});
-  inner_.round_to_dtype(tensor);
+void HazardCheckingKernels::copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) {
+  check("copy_segments", {&in}, {&out});
+  inner_.copy_segments(in, out, segments);
+}
+
+void HazardCheckingKernels::fill_range(Tensor& out, int64_t begin, int64_t count, float value) {
+  check("fill_range", {}, {&out});
+  inner_.fill_range(out, begin, count, value);
+}
+
+void HazardCheckingKernels::fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) {
+  check("fill_from_scalar", {&scalar}, {&out});
+  inner_.fill_from_scalar(out, scalar, multiplier, divisor);
+}
+
+void HazardCheckingKernels::scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor,
+                                            Tensor& out) {
+  check("scale_by_scalar", {&in, &scalar}, {&out});
+  inner_.scale_by_scalar(in, scalar, multiplier, divisor, out);
+}
+
+void HazardCheckingKernels::row_argmax(const Tensor& x, Tensor& out) {
+  check("row_argmax", {&x}, {&out});
+  inner_.row_argmax(x, out);
+}
+
+void HazardCheckingKernels::download(const Tensor& device_tensor, Tensor& host) {
+  check("copy_to_host", {&device_tensor}, {});
+  inner_.copy_to_host(device_tensor, host);
+}
+
+void HazardCheckingKernels::upload(const Tensor& host, Tensor& device_tensor) {
+  check("copy_from_host", {}, {&device_tensor});
+  inner_.copy_from_host(host, device_tensor);
 }
 
 void HazardCheckingKernels::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out,
@@ -113,9 +144,9 @@ void HazardCheckingKernels::cross_entropy_forward(const Tensor& logits, const Te
   inner_.cross_entropy_forward(logits, targets, loss, probs);
 }
 
-void HazardCheckingKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+void HazardCheckingKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                                                    Tensor& grad_logits) {
-  check("cross_entropy_backward", {&probs, &targets}, {&grad_logits});
+  check("cross_entropy_backward", {&probs, &targets, &grad_loss}, {&grad_logits});
   inner_.cross_entropy_backward(probs, targets, grad_loss, grad_logits);
 }
 
@@ -161,9 +192,16 @@ void HazardCheckingKernels::sum_all(const Tensor& in, Tensor& out_scalar) {
   inner_.sum_all(in, out_scalar);
 }
 
-double HazardCheckingKernels::sum_of_squares(const Tensor& in) {
-  check("sum_of_squares", {&in}, {});
-  return inner_.sum_of_squares(in);
+void HazardCheckingKernels::average(const Tensor& in, Tensor& out_scalar) {
+  check("average", {&in}, {&out_scalar});
+  inner_.average(in, out_scalar);
+}
+
+void HazardCheckingKernels::sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
+                                                double divisor) {
+  for (const TensorRange& part : parts) check("sum_of_squares_into", {part.tensor}, {});
+  check("sum_of_squares_into", {}, {&out});
+  inner_.sum_of_squares_into(parts, out, index, divisor);
 }
 
 void HazardCheckingKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,

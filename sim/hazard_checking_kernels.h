@@ -24,6 +24,7 @@ class HazardCheckingKernels : public Kernels {
       : inner_(inner), in_flight_(in_flight), rank_(rank) {}
 
   const char* name() const override { return inner_.name(); }
+  Device device() const override { return inner_.device(); }
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void sum_to_shape(const Tensor& in, Tensor& out) override;
   void unary(UnaryOp op, const Tensor& in, Tensor& out) override;
@@ -32,7 +33,11 @@ class HazardCheckingKernels : public Kernels {
   void add_into(Tensor& accumulator, const Tensor& addend) override;
   void fill(Tensor& out, float value) override;
   void copy(const Tensor& in, Tensor& out) override;
-  void round_to_dtype(Tensor& tensor) override;
+  void copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) override;
+  void fill_range(Tensor& out, int64_t begin, int64_t count, float value) override;
+  void fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) override;
+  void scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor, Tensor& out) override;
+  void row_argmax(const Tensor& x, Tensor& out) override;
   void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, int64_t batch, int64_t m,
               int64_t n, int64_t k, bool b_shared, float beta) override;
   void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out,
@@ -42,7 +47,7 @@ class HazardCheckingKernels : public Kernels {
   void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) override;
-  void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+  void cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                               Tensor& grad_logits) override;
   void causal_softmax_forward(const Tensor& scores, Tensor& out) override;
   void causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) override;
@@ -52,8 +57,15 @@ class HazardCheckingKernels : public Kernels {
   void select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) override;
   void select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) override;
   void sum_all(const Tensor& in, Tensor& out_scalar) override;
-  double sum_of_squares(const Tensor& in) override;
+  void average(const Tensor& in, Tensor& out_scalar) override;
+  void sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
+                           double divisor) override;
   void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWCoefficients& coefficients) override;
+
+ protected:
+  // A download reads the device tensor (a missing wait before a host read is a hazard too).
+  void download(const Tensor& device_tensor, Tensor& host) override;
+  void upload(const Tensor& host, Tensor& device_tensor) override;
 
  private:
   // Throws CorrectnessError when a read tensor is written by an in-flight collective, or a written

@@ -16,6 +16,7 @@ namespace {
 class RecordingKernels : public Kernels {
  public:
   const char* name() const override { return "recording"; }
+  Device device() const override { return Device::cpu; }
   void binary(BinaryOp, const Tensor&, const Tensor&, Tensor&) override { calls.push_back("binary"); }
   void sum_to_shape(const Tensor&, Tensor&) override { calls.push_back("sum_to_shape"); }
   void unary(UnaryOp, const Tensor&, Tensor&) override { calls.push_back("unary"); }
@@ -24,7 +25,15 @@ class RecordingKernels : public Kernels {
   void add_into(Tensor&, const Tensor&) override { calls.push_back("add_into"); }
   void fill(Tensor&, float) override { calls.push_back("fill"); }
   void copy(const Tensor&, Tensor&) override { calls.push_back("copy"); }
-  void round_to_dtype(Tensor&) override { calls.push_back("round_to_dtype"); }
+  void copy_segments(const Tensor&, Tensor&, const std::vector<CopySegment>&) override {
+    calls.push_back("copy_segments");
+  }
+  void fill_range(Tensor&, int64_t, int64_t, float) override { calls.push_back("fill_range"); }
+  void fill_from_scalar(Tensor&, const Tensor&, float, float) override { calls.push_back("fill_from_scalar"); }
+  void scale_by_scalar(const Tensor&, const Tensor&, float, float, Tensor&) override {
+    calls.push_back("scale_by_scalar");
+  }
+  void row_argmax(const Tensor&, Tensor&) override { calls.push_back("row_argmax"); }
   void matmul(const Tensor&, bool, const Tensor&, bool, Tensor&, int64_t, int64_t, int64_t, int64_t, bool,
               float) override {
     calls.push_back("matmul");
@@ -41,7 +50,9 @@ class RecordingKernels : public Kernels {
     calls.push_back("embedding_backward");
   }
   void cross_entropy_forward(const Tensor&, const Tensor&, Tensor&, Tensor&) override { calls.push_back("ce_forward"); }
-  void cross_entropy_backward(const Tensor&, const Tensor&, float, Tensor&) override { calls.push_back("ce_backward"); }
+  void cross_entropy_backward(const Tensor&, const Tensor&, const Tensor&, Tensor&) override {
+    calls.push_back("ce_backward");
+  }
   void causal_softmax_forward(const Tensor&, Tensor&) override { calls.push_back("softmax_forward"); }
   void causal_softmax_backward(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("softmax_backward"); }
   void permute(const Tensor&, const std::vector<int64_t>&, Tensor&) override { calls.push_back("permute"); }
@@ -52,13 +63,17 @@ class RecordingKernels : public Kernels {
     calls.push_back("select_rows_backward");
   }
   void sum_all(const Tensor&, Tensor&) override { calls.push_back("sum_all"); }
-  double sum_of_squares(const Tensor&) override {
-    calls.push_back("sum_of_squares");
-    return 0.0;
+  void average(const Tensor&, Tensor&) override { calls.push_back("average"); }
+  void sum_of_squares_into(const std::vector<TensorRange>&, Tensor&, int64_t, double) override {
+    calls.push_back("sum_of_squares_into");
   }
   void adamw(Tensor&, const Tensor&, Tensor&, Tensor&, const AdamWCoefficients&) override { calls.push_back("adamw"); }
 
   std::vector<std::string> calls;
+
+ protected:
+  void download(const Tensor&, Tensor&) override { calls.push_back("download"); }
+  void upload(const Tensor&, Tensor&) override { calls.push_back("upload"); }
 };
 
 void expect_contains(const std::string& text, const std::string& part) {

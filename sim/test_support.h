@@ -20,10 +20,9 @@ inline float test_value(uint64_t seed, int rank, int64_t index) {
 
 // Elements test_value(seed, rank, 0 .. numel - 1).
 inline Tensor test_tensor(uint64_t seed, int rank, int64_t numel, DType dtype = DType::f32) {
-  Tensor tensor = Tensor::zeros({numel}, dtype);
-  float* values = tensor.data();
-  for (int64_t i = 0; i < numel; ++i) values[i] = test_value(seed, rank, i);
-  return tensor;
+  std::vector<float> values(static_cast<size_t>(numel));
+  for (int64_t i = 0; i < numel; ++i) values[static_cast<size_t>(i)] = test_value(seed, rank, i);
+  return Tensor::from_values({numel}, values, dtype);
 }
 
 inline CallSite call_site(std::string module, int64_t step = -1, std::string phase = "",

@@ -38,7 +38,7 @@ void replay_rank(const Trace& trace, const ReplayOptions& options, Communicator&
   ObservedCommunicator comm(base_comm, memory, [&](CollectiveOp op, const CallSite& site) {
     if (driver_for_listener) driver_for_listener->on_collective(op, site);
   });
-  Zero3Engine engine(model, comm, memory, options.config);
+  Zero3Engine engine(model, comm, memory, kernels, options.config);
   Context ctx(kernels, &engine, comm.rank());
   ReplayDriver driver(trace, options.config, model, engine, ctx, clock, memory, out);
   driver_for_listener = &driver;

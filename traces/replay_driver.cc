@@ -76,7 +76,7 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
       memory_.set_place(step_, "step", "");
       const size_t span = out_.compute.size();
       out_.compute.push_back({"optimizer step", "optimizer", clock_.now_s(), kOpenSpan});
-      engine_.end_step(ctx_, 0.0);
+      engine_.end_step(ctx_);
       out_.compute[span].end_s = clock_.now_s();
     }
   }

@@ -5,7 +5,7 @@
 //
 //   TrackingAllocator memory(sim.allocator(), clock);
 //   memory.set_place(step, "forward", "h.0.attn");
-//   Zero3Engine engine(model, comm, memory, config);
+//   Zero3Engine engine(model, comm, memory, cpu_kernels(), config);
 #pragma once
 #include <array>
 #include <string>

@@ -37,7 +37,7 @@ void Var::accumulate_grad(Context& ctx, const Tensor& gradient) {
     throw ShapeError("gradient " + describe(gradient) + " does not match value " + describe(node_->value));
   }
   if (!node_->grad.defined()) {
-    node_->grad = gradient.clone();
+    node_->grad = cast(ctx.kernels(), gradient, gradient.dtype());
     return;
   }
   // Shape-only (meta) backward: a sum of gradients has the value's shape and no data to add, and
@@ -117,7 +117,10 @@ void backward(Context& ctx, const Var& loss) {
   ZERO3_CHECK(loss.defined() && loss.value().numel() == 1, "backward() needs a scalar loss, got " +
                                                                describe(loss.value()));
   Var seed = loss;
-  seed.accumulate_grad(ctx, Tensor::full(loss.value().shape(), 1.0f, loss.value().dtype()));
+  Tensor ones = Tensor::zeros(loss.value().shape(), loss.value().dtype(),
+                              loss.value().is_meta() ? Device::meta : ctx.kernels().device());
+  if (!ones.is_meta()) ctx.kernels().fill(ones, 1.0f);
+  seed.accumulate_grad(ctx, ones);
   const auto& entries = ctx.tape().entries();
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->is_marker) {

@@ -34,8 +34,8 @@ void check_inputs_unchanged(const char* op, const std::vector<Var>& inputs, cons
 
 DType promote(DType a, DType b) { return a == DType::bf16 && b == DType::bf16 ? DType::bf16 : DType::f32; }
 
-Tensor make_output(const Shape& shape, DType dtype, bool meta) {
-  return Tensor::zeros(shape, dtype, meta ? Device::meta : Device::cpu);
+Tensor make_output(Context& ctx, const Shape& shape, DType dtype, bool meta) {
+  return Tensor::zeros(shape, dtype, meta ? Device::meta : ctx.kernels().device());
 }
 
 void require_defined(const char* op, const Var& var, const char* what) {
@@ -70,13 +70,14 @@ Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value
 
 Tensor reduce_to(Context& ctx, const Tensor& grad, const Tensor& input) {
   if (grad.shape() == input.shape() && grad.dtype() == input.dtype()) return grad;
-  Tensor out = Tensor::zeros(input.shape(), input.dtype());
+  Tensor out = device_zeros(ctx.kernels(), input.shape(), input.dtype());
   ctx.kernels().sum_to_shape(grad, out);
   return out;
 }
 
 void check_indices(const char* op, const char* what, const Tensor& indices, int64_t limit, const std::string& target) {
   if (indices.is_meta()) return;
+  // Ids come from the host (the data source); they are checked there, before their upload.
   const float* values = indices.data();
   for (int64_t i = 0; i < indices.numel(); ++i) {
     const float value = values[i];
@@ -85,6 +86,11 @@ void check_indices(const char* op, const char* what, const Tensor& indices, int6
                        std::to_string(i) + " is outside [0, " + std::to_string(limit) + ") of " + target);
     }
   }
+}
+
+Tensor device_indices(Context& ctx, const Tensor& host_indices) {
+  if (host_indices.is_meta()) return host_indices;
+  return ctx.kernels().to_device(host_indices);
 }
 
 Var constant(const Tensor& value) { return Var(value, /*requires_grad=*/false); }

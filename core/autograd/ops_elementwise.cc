@@ -13,13 +13,13 @@ namespace {
 Tensor binary_grad(Context& ctx, BinaryOp kind, bool is_b, const Tensor& grad, const Tensor& operand,
                    const Tensor& other) {
   if (kind == BinaryOp::mul) {
-    Tensor product = Tensor::zeros(grad.shape(), promote(grad.dtype(), other.dtype()));
+    Tensor product = device_zeros(ctx.kernels(), grad.shape(), promote(grad.dtype(), other.dtype()));
     ctx.kernels().binary(BinaryOp::mul, grad, other, product);
     return reduce_to(ctx, product, operand);
   }
   Tensor reduced = reduce_to(ctx, grad, operand);
   if (kind == BinaryOp::add || !is_b) return reduced;
-  Tensor negated = Tensor::zeros(operand.shape(), operand.dtype());
+  Tensor negated = device_zeros(ctx.kernels(), operand.shape(), operand.dtype());
   ctx.kernels().scale(reduced, -1.0f, negated);
   return negated;
 }
@@ -33,7 +33,7 @@ Var binary_op(Context& ctx, BinaryOp kind, const char* name, const Var& a, const
   } catch (const ShapeError& error) {
     throw ShapeError(std::string(name) + ": " + error.what());
   }
-  Tensor out = make_output(shape, promote(a.value().dtype(), b.value().dtype()),
+  Tensor out = make_output(ctx, shape, promote(a.value().dtype(), b.value().dtype()),
                            a.value().is_meta() || b.value().is_meta());
   if (!out.is_meta()) ctx.kernels().binary(kind, a.value(), b.value(), out);
   return record(ctx, name, {a, b}, out, [kind, a, b](Context& c, const Tensor& grad) {
@@ -44,10 +44,10 @@ Var binary_op(Context& ctx, BinaryOp kind, const char* name, const Var& a, const
 
 Var unary_op(Context& ctx, UnaryOp kind, const char* name, const Var& x) {
   require_defined(name, x, "x");
-  Tensor out = make_output(x.shape(), x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().unary(kind, x.value(), out);
   return record(ctx, name, {x}, out, [kind, x](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().unary_backward(kind, x.value(), grad, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -61,10 +61,10 @@ Var mul(Context& ctx, const Var& a, const Var& b) { return binary_op(ctx, Binary
 
 Var scale(Context& ctx, const Var& x, float factor) {
   require_defined("scale", x, "x");
-  Tensor out = make_output(x.shape(), x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().scale(x.value(), factor, out);
   return record(ctx, "scale", {x}, out, [x, factor](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().scale(grad, factor, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -75,10 +75,10 @@ Var relu(Context& ctx, const Var& x) { return unary_op(ctx, UnaryOp::relu, "relu
 
 Var to_bf16(Context& ctx, const Var& x) {
   require_defined("to_bf16", x, "x");
-  Tensor out = make_output(x.shape(), DType::bf16, x.value().is_meta());
+  Tensor out = make_output(ctx, x.shape(), DType::bf16, x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().copy(x.value(), out);
   return record(ctx, "to_bf16", {x}, out, [x](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().copy(grad, grad_x);
     add_grad(c, x, grad_x);
   });

@@ -16,7 +16,8 @@ using Backward = std::function<void(Context&, const Tensor& grad_output)>;
 // PyTorch promotion for the two float types: bf16 only when every operand is bf16.
 DType promote(DType a, DType b);
 
-Tensor make_output(const Shape& shape, DType dtype, bool meta);
+// A zeroed output on the context's device (meta when the op's inputs are meta).
+Tensor make_output(Context& ctx, const Shape& shape, DType dtype, bool meta);
 
 void require_defined(const char* op, const Var& var, const char* what);
 
@@ -32,6 +33,9 @@ Tensor reduce_to(Context& ctx, const Tensor& grad, const Tensor& input);
 
 // Ids and targets are floats holding integers in [0, limit); anything else is a ShapeError that
 // names the value, its position and what it indexes.
+// Checked on the host, where the data source made them (a device tensor is a HostAccessError).
 void check_indices(const char* op, const char* what, const Tensor& indices, int64_t limit, const std::string& target);
+// Host ids or targets, checked, moved to the context's device for the kernels (an upload).
+Tensor device_indices(Context& ctx, const Tensor& host_indices);
 
 }  // namespace zero3

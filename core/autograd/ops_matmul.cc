@@ -41,7 +41,8 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b) {
 
 // out [rows, out_features] gets `bias` in every row, as ones[rows, 1] @ bias[1, out_features].
 void fill_rows_with_bias(Context& ctx, const Tensor& bias, int64_t rows, Tensor& out) {
-  const Tensor ones = Tensor::full({rows, 1}, 1.0f);
+  Tensor ones = device_zeros(ctx.kernels(), {rows, 1});
+  ctx.kernels().fill(ones, 1.0f);
   ctx.kernels().matmul(ones, false, bias, false, out, 1, rows, bias.numel(), 1, true, 0.0f);
 }
 
@@ -61,19 +62,19 @@ Var matmul(Context& ctx, const Var& a, const Var& b) {
   require_defined("matmul", a, "a");
   require_defined("matmul", b, "b");
   const MatmulPlan p = plan_matmul(a.shape(), b.shape());
-  Tensor out = make_output(p.out_shape, promote(a.value().dtype(), b.value().dtype()),
+  Tensor out = make_output(ctx, p.out_shape, promote(a.value().dtype(), b.value().dtype()),
                            a.value().is_meta() || b.value().is_meta());
   if (!out.is_meta()) {
     ctx.kernels().matmul(a.value(), false, b.value(), false, out, p.batch, p.m, p.n, p.k, p.b_shared, 0.0f);
   }
   return record(ctx, "matmul", {a, b}, out, [a, b, p](Context& c, const Tensor& grad) {
     if (a.requires_grad()) {
-      Tensor grad_a = Tensor::zeros(a.shape(), a.value().dtype());
+      Tensor grad_a = device_zeros(c.kernels(), a.shape(), a.value().dtype());
       c.kernels().matmul(grad, false, b.value(), true, grad_a, p.batch, p.m, p.k, p.n, p.b_shared, 0.0f);
       add_grad(c, a, grad_a);
     }
     if (b.requires_grad()) {
-      Tensor grad_b = Tensor::zeros(b.shape(), b.value().dtype());
+      Tensor grad_b = device_zeros(c.kernels(), b.shape(), b.value().dtype());
       // A shared b collects the gradient of every batch: one GEMM over the flattened batch.
       if (p.b_shared) c.kernels().matmul(a.value(), true, grad, false, grad_b, 1, p.k, p.n, p.batch * p.m, true, 0.0f);
       else c.kernels().matmul(a.value(), true, grad, false, grad_b, p.batch, p.k, p.n, p.m, false, 0.0f);
@@ -96,7 +97,7 @@ Var linear(Context& ctx, const Var& x, const Var& weight, const Var& bias) {
   DType dtype = promote(x.value().dtype(), weight.value().dtype());
   if (has_bias) dtype = promote(dtype, bias.value().dtype());
   const bool meta = x.value().is_meta() || weight.value().is_meta() || (has_bias && bias.value().is_meta());
-  Tensor out = make_output(out_shape, dtype, meta);
+  Tensor out = make_output(ctx, out_shape, dtype, meta);
   if (!meta) {
     if (has_bias) {
       // Bias rows first (ones[rows,1] @ bias[1,out]), then accumulate x @ W^T with beta = 1, so a
@@ -110,12 +111,12 @@ Var linear(Context& ctx, const Var& x, const Var& weight, const Var& bias) {
   if (has_bias) inputs.push_back(bias);
   auto linear_backward = [x, weight, bias, rows, in_features, out_features](Context& c, const Tensor& grad) {
     if (x.requires_grad()) {
-      Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+      Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
       c.kernels().matmul(grad, false, weight.value(), false, grad_x, 1, rows, in_features, out_features, true, 0.0f);
       add_grad(c, x, grad_x);
     }
     if (weight.requires_grad()) {
-      Tensor grad_w = Tensor::zeros(weight.shape(), weight.value().dtype());
+      Tensor grad_w = device_zeros(c.kernels(), weight.shape(), weight.value().dtype());
       c.kernels().matmul(grad, true, x.value(), false, grad_w, 1, out_features, in_features, rows, true, 0.0f);
       add_grad(c, weight, grad_w);
     }

@@ -10,11 +10,11 @@ namespace zero3 {
 
 Var sum(Context& ctx, const Var& x) {
   require_defined("sum", x, "x");
-  Tensor out = make_output({}, x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, {}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().sum_all(x.value(), out);
   return record(ctx, "sum", {x}, out, [x](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
-    c.kernels().fill(grad_x, grad.item());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    c.kernels().fill_from_scalar(grad_x, grad, 1.0f, 1.0f);
     add_grad(c, x, grad_x);
   });
 }
@@ -23,15 +23,15 @@ Var mean(Context& ctx, const Var& x) {
   require_defined("mean", x, "x");
   if (x.value().numel() == 0) throw ShapeError("mean: " + describe(x.value()) + " is empty and has no mean");
   const auto count = static_cast<float>(x.value().numel());
-  Tensor out = make_output({}, x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, {}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) {
-    Tensor total = Tensor::zeros({});  // f32, so a bf16 mean is rounded once
+    Tensor total = device_zeros(ctx.kernels(), {});  // f32, so a bf16 mean is rounded once
     ctx.kernels().sum_all(x.value(), total);
     ctx.kernels().scale(total, 1.0f / count, out);
   }
   return record(ctx, "mean", {x}, out, [x, count](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
-    c.kernels().fill(grad_x, grad.item() / count);
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    c.kernels().fill_from_scalar(grad_x, grad, 1.0f, count);
     add_grad(c, x, grad_x);
   });
 }
@@ -46,12 +46,14 @@ Var cross_entropy(Context& ctx, const Var& logits, const Tensor& targets) {
   }
   check_indices("cross_entropy", "target", targets, ls[1], "logits " + shape_str(ls));
   const bool meta = logits.value().is_meta() || targets.is_meta();
-  Tensor loss = make_output({}, logits.value().dtype(), meta);
-  Tensor probs = make_output(ls, DType::f32, meta);
-  if (!meta) ctx.kernels().cross_entropy_forward(logits.value(), targets, loss, probs);
-  return record(ctx, "cross_entropy", {logits}, loss, [logits, targets, probs](Context& c, const Tensor& grad) {
-    Tensor grad_logits = Tensor::zeros(logits.shape(), logits.value().dtype());
-    c.kernels().cross_entropy_backward(probs, targets, grad.item(), grad_logits);
+  Tensor loss = make_output(ctx, {}, logits.value().dtype(), meta);
+  Tensor probs = make_output(ctx, ls, DType::f32, meta);
+  const Tensor resident_targets = device_indices(ctx, targets);
+  if (!meta) ctx.kernels().cross_entropy_forward(logits.value(), resident_targets, loss, probs);
+  return record(ctx, "cross_entropy", {logits}, loss,
+                [logits, targets = resident_targets, probs](Context& c, const Tensor& grad) {
+    Tensor grad_logits = device_zeros(c.kernels(), logits.shape(), logits.value().dtype());
+    c.kernels().cross_entropy_backward(probs, targets, grad, grad_logits);
     add_grad(c, logits, grad_logits);
   });
 }
@@ -66,20 +68,22 @@ Var mse(Context& ctx, const Var& pred, const Tensor& target) {
   }
   const auto count = static_cast<float>(target.numel());
   const bool meta = pred.value().is_meta() || target.is_meta();
-  Tensor loss = make_output({}, promote(pred.value().dtype(), target.dtype()), meta);
-  const auto difference = [target](Context& c, const Tensor& p) {
-    Tensor diff = Tensor::zeros(p.shape());
+  Tensor loss = make_output(ctx, {}, promote(pred.value().dtype(), target.dtype()), meta);
+  const auto difference = [target = device_indices(ctx, target)](Context& c, const Tensor& p) {
+    Tensor diff = device_zeros(c.kernels(), p.shape());
     c.kernels().binary(BinaryOp::sub, p, target, diff);
     return diff;
   };
   if (!meta) {
-    const double squares = ctx.kernels().sum_of_squares(difference(ctx, pred.value()));
-    Tensor total = Tensor::scalar(static_cast<float>(squares / target.numel()));
+    const Tensor diff = difference(ctx, pred.value());
+    Tensor total = device_zeros(ctx.kernels(), {});
+    ctx.kernels().sum_of_squares_into({{.tensor = &diff, .begin = 0, .end = diff.numel()}}, total, 0,
+                                      static_cast<double>(target.numel()));
     ctx.kernels().copy(total, loss);
   }
   return record(ctx, "mse", {pred}, loss, [pred, difference, count](Context& c, const Tensor& grad) {
-    Tensor grad_pred = Tensor::zeros(pred.shape(), pred.value().dtype());
-    c.kernels().scale(difference(c, pred.value()), 2.0f * grad.item() / count, grad_pred);
+    Tensor grad_pred = device_zeros(c.kernels(), pred.shape(), pred.value().dtype());
+    c.kernels().scale_by_scalar(difference(c, pred.value()), grad, 2.0f, count, grad_pred);
     add_grad(c, pred, grad_pred);
   });
 }

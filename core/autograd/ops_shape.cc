@@ -68,11 +68,11 @@ Var transpose(Context& ctx, const Var& x, int64_t dim0, int64_t dim1) {
   std::swap(perm[d0], perm[d1]);
   Shape out_shape(perm.size());
   for (size_t d = 0; d < perm.size(); ++d) out_shape[d] = x.shape()[perm[d]];
-  Tensor out = make_output(out_shape, x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, out_shape, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().permute(x.value(), perm, out);
   // A swap of two dims is its own inverse, so backward applies the same permutation.
   return record(ctx, "transpose", {x}, out, [x, perm](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().permute(grad, perm, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -87,10 +87,10 @@ Var slice(Context& ctx, const Var& x, int64_t dim, int64_t start, int64_t length
   }
   Shape out_shape = x.shape();
   out_shape[d] = length;
-  Tensor out = make_output(out_shape, x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, out_shape, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().slice(x.value(), d, start, out);
   return record(ctx, "slice", {x}, out, [x, d, start](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().slice_backward_into(grad, d, start, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -116,7 +116,7 @@ Var concat(Context& ctx, const std::vector<Var>& parts, int64_t dim) {
     dtype = promote(dtype, part.value().dtype());
     meta = meta || part.value().is_meta();
   }
-  Tensor out = make_output(out_shape, dtype, meta);
+  Tensor out = make_output(ctx, out_shape, dtype, meta);
   int64_t offset = 0;
   for (const Var& part : parts) {
     if (!meta) ctx.kernels().slice_backward_into(part.value(), d, offset, out);
@@ -125,7 +125,7 @@ Var concat(Context& ctx, const std::vector<Var>& parts, int64_t dim) {
   return record(ctx, "concat", parts, out, [parts, d](Context& c, const Tensor& grad) {
     int64_t start = 0;
     for (const Var& part : parts) {
-      Tensor grad_part = Tensor::zeros(part.shape(), part.value().dtype());
+      Tensor grad_part = device_zeros(c.kernels(), part.shape(), part.value().dtype());
       c.kernels().slice(grad, d, start, grad_part);
       add_grad(c, part, grad_part);
       start += part.shape()[d];
@@ -137,10 +137,10 @@ Var select_rows(Context& ctx, const Var& x, const std::vector<int64_t>& rows) {
   require_defined("select_rows", x, "x");
   if (x.value().rank() != 2) throw ShapeError("select_rows: x " + shape_str(x.shape()) + " is not [N, C]");
   check_rows("select_rows", rows, x.shape()[0], "x " + shape_str(x.shape()));
-  Tensor out = make_output({static_cast<int64_t>(rows.size()), x.shape()[1]}, x.value().dtype(), x.value().is_meta());
+  Tensor out = make_output(ctx, {static_cast<int64_t>(rows.size()), x.shape()[1]}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().select_rows(x.value(), rows, out);
   return record(ctx, "select_rows", {x}, out, [x, rows](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().select_rows_backward_into(grad, rows, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -157,10 +157,10 @@ Var scatter_rows(Context& ctx, const Var& rows_values, const std::vector<int64_t
   if (std::set<int64_t>(rows.begin(), rows.end()).size() != rows.size()) {
     throw ShapeError("scatter_rows: row indices are not unique");
   }
-  Tensor out = make_output({n_rows, vs[1]}, rows_values.value().dtype(), rows_values.value().is_meta());
+  Tensor out = make_output(ctx, {n_rows, vs[1]}, rows_values.value().dtype(), rows_values.value().is_meta());
   if (!out.is_meta()) ctx.kernels().select_rows_backward_into(rows_values.value(), rows, out);
   return record(ctx, "scatter_rows", {rows_values}, out, [rows_values, rows](Context& c, const Tensor& grad) {
-    Tensor grad_values = Tensor::zeros(rows_values.shape(), rows_values.value().dtype());
+    Tensor grad_values = device_zeros(c.kernels(), rows_values.shape(), rows_values.value().dtype());
     c.kernels().select_rows(grad, rows, grad_values);
     add_grad(c, rows_values, grad_values);
   });

@@ -21,14 +21,14 @@ Var layer_norm(Context& ctx, const Var& x, const Var& gamma, const Var& beta, fl
   const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
   const DType dtype = promote(promote(x.value().dtype(), gamma.value().dtype()), beta.value().dtype());
   const bool meta = x.value().is_meta() || gamma.value().is_meta() || beta.value().is_meta();
-  Tensor out = make_output(xs, dtype, meta);
-  Tensor mean = make_output({rows}, DType::f32, meta);
-  Tensor rstd = make_output({rows}, DType::f32, meta);
+  Tensor out = make_output(ctx, xs, dtype, meta);
+  Tensor mean = make_output(ctx, {rows}, DType::f32, meta);
+  Tensor rstd = make_output(ctx, {rows}, DType::f32, meta);
   if (!meta) ctx.kernels().layer_norm_forward(x.value(), gamma.value(), beta.value(), eps, out, mean, rstd);
   return record(ctx, "layer_norm", {x, gamma, beta}, out, [x, gamma, beta, mean, rstd](Context& c, const Tensor& grad) {
-    Tensor grad_x = Tensor::zeros(x.shape(), x.value().dtype());
-    Tensor grad_gamma = Tensor::zeros(gamma.shape(), gamma.value().dtype());
-    Tensor grad_beta = Tensor::zeros(beta.shape(), beta.value().dtype());
+    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_gamma = device_zeros(c.kernels(), gamma.shape(), gamma.value().dtype());
+    Tensor grad_beta = device_zeros(c.kernels(), beta.shape(), beta.value().dtype());
     c.kernels().layer_norm_backward(x.value(), gamma.value(), mean, rstd, grad, grad_x, grad_gamma, grad_beta);
     add_grad(c, x, grad_x);
     add_grad(c, gamma, grad_gamma);
@@ -43,10 +43,11 @@ Var embedding(Context& ctx, const Var& table, const Tensor& ids) {
   check_indices("embedding", "id", ids, table.shape()[0], "table " + shape_str(table.shape()));
   Shape out_shape = ids.shape();
   out_shape.push_back(table.shape()[1]);
-  Tensor out = make_output(out_shape, table.value().dtype(), table.value().is_meta() || ids.is_meta());
-  if (!out.is_meta()) ctx.kernels().embedding_forward(table.value(), ids, out);
-  return record(ctx, "embedding", {table}, out, [table, ids](Context& c, const Tensor& grad) {
-    Tensor grad_table = Tensor::zeros(table.shape(), table.value().dtype());
+  Tensor out = make_output(ctx, out_shape, table.value().dtype(), table.value().is_meta() || ids.is_meta());
+  const Tensor resident_ids = device_indices(ctx, ids);
+  if (!out.is_meta()) ctx.kernels().embedding_forward(table.value(), resident_ids, out);
+  return record(ctx, "embedding", {table}, out, [table, ids = resident_ids](Context& c, const Tensor& grad) {
+    Tensor grad_table = device_zeros(c.kernels(), table.shape(), table.value().dtype());
     c.kernels().embedding_backward_into(grad, ids, grad_table);
     add_grad(c, table, grad_table);
   });
@@ -58,11 +59,11 @@ Var causal_softmax(Context& ctx, const Var& scores) {
   if (ss.size() < 2 || ss[ss.size() - 1] != ss[ss.size() - 2]) {
     throw ShapeError("causal_softmax: scores " + shape_str(ss) + " are not [..., T, T]");
   }
-  Tensor out = make_output(ss, scores.value().dtype(), scores.value().is_meta());
+  Tensor out = make_output(ctx, ss, scores.value().dtype(), scores.value().is_meta());
   if (!out.is_meta()) ctx.kernels().causal_softmax_forward(scores.value(), out);
   // The probabilities are a saved intermediate, not a parameter, so backward may capture them.
   return record(ctx, "causal_softmax", {scores}, out, [scores, out](Context& c, const Tensor& grad) {
-    Tensor grad_scores = Tensor::zeros(scores.shape(), scores.value().dtype());
+    Tensor grad_scores = device_zeros(c.kernels(), scores.shape(), scores.value().dtype());
     c.kernels().causal_softmax_backward(out, grad, grad_scores);
     add_grad(c, scores, grad_scores);
   });

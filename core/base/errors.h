@@ -43,6 +43,13 @@ class CorrectnessError : public Zero3Error {
   explicit CorrectnessError(const std::string& message) : Zero3Error(message, kExitCorrectness) {}
 };
 
+// Host code read or wrote the memory of a device tensor (opaque or cuda) directly instead of going
+// through the Kernels seam: on a GPU that would be an invalid host dereference of device memory.
+class HostAccessError : public CorrectnessError {
+ public:
+  explicit HostAccessError(const std::string& message) : CorrectnessError(message) {}
+};
+
 // Collective mismatch, deadlock or peer failure: real NCCL would hang here.
 class LivenessError : public Zero3Error {
  public:

@@ -21,17 +21,16 @@ Moe::Moe(int64_t width, int64_t experts, int64_t hidden, float init_std)
   ZERO3_CHECK(experts > 0, "moe needs at least one expert");
 }
 
-std::vector<std::vector<int64_t>> Moe::route(const Tensor& gate_logits) const {
+std::vector<std::vector<int64_t>> Moe::route(Context& ctx, const Tensor& gate_logits) const {
   const int64_t rows = gate_logits.dim(0);
   const int64_t experts = gate_logits.dim(1);
   std::vector<std::vector<int64_t>> routed(static_cast<size_t>(experts));
-  const float* logits = gate_logits.data();
+  Tensor choice = device_zeros(ctx.kernels(), {rows});
+  ctx.kernels().row_argmax(gate_logits, choice);
+  // Which rows go where decides the next ops' shapes: the one host sync an MoE layer needs.
+  const Tensor host_choice = ctx.kernels().to_host(choice);
   for (int64_t row = 0; row < rows; ++row) {
-    int64_t best = 0;  // ties go to the lowest index, the same choice on every rank
-    for (int64_t e = 1; e < experts; ++e) {
-      if (logits[row * experts + e] > logits[row * experts + best]) best = e;
-    }
-    routed[static_cast<size_t>(best)].push_back(row);
+    routed[static_cast<size_t>(host_choice.data()[row])].push_back(row);
   }
   return routed;
 }
@@ -56,7 +55,7 @@ Var Moe::forward(Context& ctx, const Var& x) {
     const Var logits = gate_.forward(ctx, x);
     const Var probs = softmax_rows(ctx, logits);
     const int64_t rows = x.shape()[0];
-    const auto routed = route(logits.value());
+    const auto routed = route(ctx, logits.value());
     Var out;
     for (int64_t e = 0; e < expert_count(); ++e) {
       const std::vector<int64_t>& expert_rows = routed[static_cast<size_t>(e)];

@@ -24,7 +24,7 @@ class Moe : public Layer {
 
  private:
   // The rows of `gate_logits` [N, experts] routed to each expert.
-  std::vector<std::vector<int64_t>> route(const Tensor& gate_logits) const;
+  std::vector<std::vector<int64_t>> route(Context& ctx, const Tensor& gate_logits) const;
   // Softmax over the last dim of logits [N, E].
   Var softmax_rows(Context& ctx, const Var& logits) const;
 

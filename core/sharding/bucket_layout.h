@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/tensor/tensor.h"
+#include "core/tensor/kernels.h"
 
 namespace zero3 {
 
@@ -25,15 +25,17 @@ class BucketLayout {
   int64_t block_numel() const { return block_numel_; }
   int world() const { return world_; }
 
+  // Every move below is a segmented copy or fill on the buffers' device (the Kernels seam).
   // Concatenates this rank's shards (one per entry, each of shard_numel) into a block.
-  void pack_shards(const std::vector<const Tensor*>& shards, Tensor& block) const;
+  void pack_shards(Kernels& kernels, const std::vector<const Tensor*>& shards, Tensor& block) const;
   // From the gathered world buffer, writes entry `index`'s full parameter (padding dropped).
-  void unpack_full(const Tensor& world_buffer, size_t index, Tensor& full) const;
+  void unpack_full(Kernels& kernels, const Tensor& world_buffer, size_t index, Tensor& full) const;
   // Lays full gradients (undefined = zeros) out as a world buffer for reduce-scatter; padding
   // elements get `padding_value` (0 unless a bug injection asks for garbage).
-  void pack_full(const std::vector<Tensor>& fulls, Tensor& world_buffer, float padding_value = 0.0f) const;
-  // This rank's reduced slice of entry `index` from the reduce-scatter output block.
-  Tensor shard_of(const Tensor& block, size_t index) const;
+  void pack_full(Kernels& kernels, const std::vector<Tensor>& fulls, Tensor& world_buffer,
+                 float padding_value = 0.0f) const;
+  // This rank's reduced slice of entry `index` from the reduce-scatter output block (a copy).
+  Tensor shard_of(Kernels& kernels, const Tensor& block, size_t index) const;
 
  private:
   std::vector<BucketEntry> entries_;
@@ -41,7 +43,8 @@ class BucketLayout {
   int64_t block_numel_ = 0;
 };
 
-// A rank's shard of a full flat value: the owned range copied, the padding zero-filled.
-Tensor make_shard(const Tensor& full, int world, int rank);
+// A rank's shard of a full flat value, on the kernels' device: the owned range copied, the
+// padding zero-filled.
+Tensor make_shard(Kernels& kernels, const Tensor& full, int world, int rank);
 
 }  // namespace zero3

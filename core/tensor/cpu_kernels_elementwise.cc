@@ -1,6 +1,7 @@
 // Elementwise kernels (binary with broadcasting, unary, scale, copy), whole-tensor sums and AdamW.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,8 @@ bool is_trailing_block(const Shape& small, const Shape& big) {
 }
 
 template <class F>
-void binary_loop(F f, const Tensor& a, const Tensor& b, Tensor& out) {
-  const float* pa = a.data();
-  const float* pb = b.data();
-  float* po = out.data();
+void binary_loop(F f, const Tensor& a, const float* pa, const Tensor& b, const float* pb, const Tensor& out,
+                 float* po) {
   const int64_t n = out.numel();
   const Shape& shape = out.shape();
   if (a.shape() == shape && b.shape() == shape) {
@@ -91,20 +90,23 @@ void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
 void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   ZERO3_CHECK(out.shape() == broadcast_shapes(a.shape(), b.shape()), "binary out " + describe(out));
   if (out.numel() == 0) return;
+  const FloatsIn pa = read(a), pb = read(b);
+  FloatsOut po = write(out);
   switch (op) {
-    case BinaryOp::add: binary_loop([](float x, float y) { return x + y; }, a, b, out); break;
-    case BinaryOp::sub: binary_loop([](float x, float y) { return x - y; }, a, b, out); break;
-    case BinaryOp::mul: binary_loop([](float x, float y) { return x * y; }, a, b, out); break;
+    case BinaryOp::add: binary_loop([](float x, float y) { return x + y; }, a, pa.get(), b, pb.get(), out, po.get()); break;
+    case BinaryOp::sub: binary_loop([](float x, float y) { return x - y; }, a, pa.get(), b, pb.get(), out, po.get()); break;
+    case BinaryOp::mul: binary_loop([](float x, float y) { return x * y; }, a, pa.get(), b, pb.get(), out, po.get()); break;
   }
-  round_if_bf16(out);
 }
 
 void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
   ZERO3_CHECK(broadcast_shapes(out.shape(), in.shape()) == in.shape(),
               "sum_to_shape " + describe(in) + " -> " + describe(out));
   if (out.numel() == 0) return;
-  const float* pi = in.data();
-  float* po = out.data();
+  const FloatsIn input = read(in);
+  const float* pi = input.get();
+  FloatsOut output = write(out);
+  float* po = output.get();
   if (in.numel() == out.numel()) {
     std::copy(pi, pi + in.numel(), po);
   } else if (out.numel() == 1) {
@@ -122,71 +124,138 @@ void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
                  });
     for (int64_t i = 0; i < out.numel(); ++i) po[i] = static_cast<float>(totals[i]);
   }
-  round_if_bf16(out);
 }
 
 void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
   ZERO3_CHECK(in.numel() == out.numel(), "unary " + describe(in) + " -> " + describe(out));
-  const float* pi = in.data();
-  float* po = out.data();
+  const FloatsIn pi = read(in);
+  FloatsOut po = write(out);
   for (int64_t i = 0; i < in.numel(); ++i) {
     po[i] = op == UnaryOp::gelu ? gelu_value(pi[i]) : std::max(pi[i], 0.0f);
   }
-  round_if_bf16(out);
 }
 
 void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
   ZERO3_CHECK(in.numel() == grad_out.numel() && in.numel() == grad_in.numel(), "unary_backward sizes");
-  const float* pi = in.data();
-  const float* pg = grad_out.data();
-  float* po = grad_in.data();
+  const FloatsIn pi = read(in), pg = read(grad_out);
+  FloatsOut po = write(grad_in);
   for (int64_t i = 0; i < in.numel(); ++i) {
     const float slope = op == UnaryOp::gelu ? gelu_derivative(pi[i]) : (pi[i] > 0.0f ? 1.0f : 0.0f);
     po[i] = slope * pg[i];
   }
-  round_if_bf16(grad_in);
 }
 
 void CpuKernels::scale(const Tensor& in, float factor, Tensor& out) {
   ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
-  const float* pi = in.data();
-  float* po = out.data();
+  const FloatsIn pi = read(in);
+  FloatsOut po = write(out);
   for (int64_t i = 0; i < in.numel(); ++i) po[i] = pi[i] * factor;
-  round_if_bf16(out);
 }
 
 void CpuKernels::add_into(Tensor& accumulator, const Tensor& addend) {
   ZERO3_CHECK(accumulator.shape() == addend.shape(), "add_into " + describe(accumulator) + " += " + describe(addend));
-  float* pa = accumulator.data();
-  const float* pb = addend.data();
+  const FloatsIn pb = read(addend);
+  FloatsOut pa = write(accumulator);
   for (int64_t i = 0; i < accumulator.numel(); ++i) pa[i] += pb[i];
-  round_if_bf16(accumulator);
 }
 
-void CpuKernels::fill(Tensor& out, float value) {
-  const float stored = out.dtype() == DType::bf16 ? round_to_bf16(value) : value;
-  std::fill(out.data(), out.data() + out.numel(), stored);
+void CpuKernels::fill(Tensor& out, float value) { fill_range(out, 0, out.numel(), value); }
+
+void CpuKernels::fill_range(Tensor& out, int64_t begin, int64_t count, float value) {
+  ZERO3_CHECK(begin >= 0 && count >= 0 && begin + count <= out.numel(),
+              "fill_range [" + std::to_string(begin) + ", +" + std::to_string(count) + ") of " + describe(out));
+  FloatsOut po = write(out);
+  std::fill_n(po.get() + begin, count, value);
 }
 
 void CpuKernels::copy(const Tensor& in, Tensor& out) {
   ZERO3_CHECK(in.numel() == out.numel(), "copy " + describe(in) + " -> " + describe(out));
-  std::copy(in.data(), in.data() + in.numel(), out.data());
-  round_if_bf16(out);
+  copy_segments(in, out, {{.from = 0, .to = 0, .count = in.numel()}});
 }
 
-void CpuKernels::round_to_dtype(Tensor& tensor) { round_if_bf16(tensor); }
+void CpuKernels::copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) {
+  for (const CopySegment& segment : segments) {
+    ZERO3_CHECK(segment.count >= 0 && segment.from >= 0 && segment.to >= 0 &&
+                    segment.from + segment.count <= in.numel() && segment.to + segment.count <= out.numel(),
+                "copy segment " + std::to_string(segment.from) + "->" + std::to_string(segment.to) + " x" +
+                    std::to_string(segment.count) + " from " + describe(in) + " to " + describe(out));
+  }
+  if (in.dtype() == out.dtype()) {
+    // Same storage type: the bytes move unchanged (no widening round trip).
+    require_resident(in, device());
+    require_resident(out, device());
+    const int64_t element = dtype_bytes(in.dtype());
+    const auto* source = static_cast<const char*>(in.device_bytes());
+    auto* target = static_cast<char*>(out.device_bytes());
+    for (const CopySegment& segment : segments) {
+      if (segment.count > 0) {
+        std::memmove(target + segment.to * element, source + segment.from * element,
+                     static_cast<size_t>(segment.count * element));
+      }
+    }
+    return;
+  }
+  const FloatsIn pi = read(in);
+  FloatsOut po = write(out);
+  for (const CopySegment& segment : segments) std::copy_n(pi.get() + segment.from, segment.count, po.get() + segment.to);
+}
+
+void CpuKernels::fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) {
+  ZERO3_CHECK(scalar.numel() == 1, "fill_from_scalar by " + describe(scalar));
+  const float value = read(scalar)[0] * multiplier / divisor;
+  fill(out, value);
+}
+
+void CpuKernels::scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor,
+                                 Tensor& out) {
+  ZERO3_CHECK(scalar.numel() == 1, "scale_by_scalar by " + describe(scalar));
+  scale(in, read(scalar)[0] * multiplier / divisor, out);
+}
+
+void CpuKernels::row_argmax(const Tensor& x, Tensor& out) {
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  ZERO3_CHECK(out.numel() == rows && cols > 0, "row_argmax of " + describe(x) + " into " + describe(out));
+  const FloatsIn px = read(x);
+  FloatsOut po = write(out);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t best = 0;  // ties go to the lowest index, the same choice on every rank
+    for (int64_t c = 1; c < cols; ++c) {
+      if (px[row * cols + c] > px[row * cols + best]) best = c;
+    }
+    po[row] = static_cast<float>(best);
+  }
+}
 
 void CpuKernels::sum_all(const Tensor& in, Tensor& out_scalar) {
+  const FloatsIn pi = read(in);
   double total = 0.0;
-  for (float value : in.values()) total += value;
-  out_scalar.data()[0] = static_cast<float>(total);
-  round_if_bf16(out_scalar);
+  for (int64_t i = 0; i < in.numel(); ++i) total += pi[i];
+  FloatsOut po = write(out_scalar);
+  po[0] = static_cast<float>(total);
 }
 
-double CpuKernels::sum_of_squares(const Tensor& in) {
+void CpuKernels::average(const Tensor& in, Tensor& out_scalar) {
+  ZERO3_CHECK(in.numel() > 0, "average of " + describe(in));
+  const FloatsIn pi = read(in);
   double total = 0.0;
-  for (float value : in.values()) total += static_cast<double>(value) * value;
-  return total;
+  for (int64_t i = 0; i < in.numel(); ++i) total += pi[i];
+  FloatsOut po = write(out_scalar);
+  po[0] = static_cast<float>(total / static_cast<double>(in.numel()));
+}
+
+void CpuKernels::sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
+                                     double divisor) {
+  ZERO3_CHECK(out.dtype() == DType::f32 && index >= 0 && index < out.numel(), "sum of squares into " + describe(out));
+  double partial = 0.0;
+  for (const TensorRange& part : parts) {
+    ZERO3_CHECK(part.begin >= 0 && part.begin <= part.end && part.end <= part.tensor->numel(), "sum of squares range");
+    const FloatsIn values = read(*part.tensor);
+    double total = 0.0;
+    for (int64_t i = part.begin; i < part.end; ++i) total += static_cast<double>(values[i]) * static_cast<double>(values[i]);
+    partial += total;
+  }
+  FloatsOut po = write(out);
+  po[index] = static_cast<float>(partial / divisor);
 }
 
 // PyTorch's AdamW: decoupled decay first, then the bias-corrected Adam update.
@@ -195,8 +264,8 @@ void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tenso
   ZERO3_CHECK(param.numel() == grad.numel() && param.numel() == exp_avg.numel() &&
                   param.numel() == exp_avg_sq.numel(),
               "adamw on " + describe(param));
-  float *p = param.data(), *m = exp_avg.data(), *v = exp_avg_sq.data();
-  const float* g = grad.data();
+  const FloatsIn g = read(grad);
+  FloatsOut p = write(param), m = write(exp_avg), v = write(exp_avg_sq);
   for (int64_t i = 0; i < param.numel(); ++i) {
     p[i] *= c.decay;
     m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * g[i];
@@ -204,7 +273,6 @@ void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tenso
     const float denominator = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
     p[i] -= c.step_size * m[i] / denominator;
   }
-  round_if_bf16(param);
 }
 
 }  // namespace zero3

@@ -32,77 +32,83 @@ void CpuKernels::permute(const Tensor& in, const std::vector<int64_t>& perm, Ten
   const std::vector<int64_t> in_strides = contiguous_strides(in.shape());
   std::vector<int64_t> strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) strides[i] = in_strides[perm[i]];
-  const float* pi = in.data();
-  float* po = out.data();
+  const FloatsIn pi = read(in);
+  FloatsOut po = write(out);
   const std::vector<int64_t> unused(perm.size(), 0);
   for_each_row(out.shape(), strides, unused,
                [&](int64_t offset, int64_t oa, int64_t, int64_t count, int64_t sa, int64_t) {
                  for (int64_t i = 0; i < count; ++i) po[offset + i] = pi[oa + i * sa];
                });
-  round_if_bf16(out);
 }
 
 void CpuKernels::slice(const Tensor& in, int64_t dim, int64_t start, Tensor& out) {
   const SliceLayout layout = slice_layout(in.shape(), out.shape(), dim, start);
+  std::vector<CopySegment> rows;
   for (int64_t o = 0; o < layout.outer; ++o) {
-    std::copy_n(in.data() + (o * layout.dim_full + start) * layout.inner, layout.dim_part * layout.inner,
-                out.data() + o * layout.dim_part * layout.inner);
+    rows.push_back({.from = (o * layout.dim_full + start) * layout.inner,
+                    .to = o * layout.dim_part * layout.inner,
+                    .count = layout.dim_part * layout.inner});
   }
-  round_if_bf16(out);
+  copy_segments(in, out, rows);
 }
 
 void CpuKernels::slice_backward_into(const Tensor& grad_part, int64_t dim, int64_t start, Tensor& grad_in) {
   const SliceLayout layout = slice_layout(grad_in.shape(), grad_part.shape(), dim, start);
   const int64_t block = layout.dim_part * layout.inner;
+  const FloatsIn part = read(grad_part);
+  FloatsOut full = write(grad_in);
   for (int64_t o = 0; o < layout.outer; ++o) {
-    float* dst = grad_in.data() + (o * layout.dim_full + start) * layout.inner;
-    const float* src = grad_part.data() + o * block;
+    float* dst = full.get() + (o * layout.dim_full + start) * layout.inner;
+    const float* src = part.get() + o * block;
     for (int64_t i = 0; i < block; ++i) dst[i] += src[i];
   }
-  round_if_bf16(grad_in);
 }
 
 void CpuKernels::select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) {
   const int64_t cols = x.dim(1);
   ZERO3_CHECK(out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows out " + describe(out));
+  std::vector<CopySegment> segments;
   for (size_t r = 0; r < rows.size(); ++r) {
     ZERO3_CHECK(rows[r] >= 0 && rows[r] < x.dim(0), "select_rows row " + std::to_string(rows[r]));
-    std::copy_n(x.data() + rows[r] * cols, cols, out.data() + static_cast<int64_t>(r) * cols);
+    segments.push_back({.from = rows[r] * cols, .to = static_cast<int64_t>(r) * cols, .count = cols});
   }
-  round_if_bf16(out);
+  copy_segments(x, out, segments);
 }
 
 void CpuKernels::select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) {
   const int64_t cols = grad_x.dim(1);
   ZERO3_CHECK(grad_out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows grad " + describe(grad_out));
+  const FloatsIn part = read(grad_out);
+  FloatsOut full = write(grad_x);
   for (size_t r = 0; r < rows.size(); ++r) {
     ZERO3_CHECK(rows[r] >= 0 && rows[r] < grad_x.dim(0), "select_rows row " + std::to_string(rows[r]));
-    float* dst = grad_x.data() + rows[r] * cols;
-    const float* src = grad_out.data() + static_cast<int64_t>(r) * cols;
+    float* dst = full.get() + rows[r] * cols;
+    const float* src = part.get() + static_cast<int64_t>(r) * cols;
     for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
   }
-  round_if_bf16(grad_x);
 }
 
 void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
   const int64_t cols = table.dim(1);
   ZERO3_CHECK(out.numel() == ids.numel() * cols, "embedding out " + describe(out));
+  const FloatsIn pids = read(ids);
+  std::vector<CopySegment> rows;
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    const int64_t id = checked_row(ids.data()[i], table.dim(0));
-    std::copy_n(table.data() + id * cols, cols, out.data() + i * cols);
+    rows.push_back({.from = checked_row(pids[i], table.dim(0)) * cols, .to = i * cols, .count = cols});
   }
-  round_if_bf16(out);
+  copy_segments(table, out, rows);
 }
 
 void CpuKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) {
   const int64_t cols = grad_table.dim(1);
   ZERO3_CHECK(grad_out.numel() == ids.numel() * cols, "embedding grad " + describe(grad_out));
+  const FloatsIn pids = read(ids), pgrad = read(grad_out);
+  FloatsOut table = write(grad_table);
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    float* row = grad_table.data() + checked_row(ids.data()[i], grad_table.dim(0)) * cols;
-    const float* grad = grad_out.data() + i * cols;
+    float* row = table.get() + checked_row(pids[i], grad_table.dim(0)) * cols;
+    const float* grad = pgrad.get() + i * cols;
     for (int64_t c = 0; c < cols; ++c) row[c] += grad[c];
   }
-  round_if_bf16(grad_table);
 }
 
 }  // namespace zero3

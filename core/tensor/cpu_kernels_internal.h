@@ -7,8 +7,39 @@
 
 namespace zero3 {
 
-// Every kernel ends with this on its outputs, so CPU bf16 is an exact emulation of bf16 storage.
-void round_if_bf16(Tensor& tensor);
+// A kernel's read of one operand as floats: f32 in place, bf16 widened (exactly) into a scratch
+// copy. The reference kernels compute in float whatever the storage dtype.
+class FloatsIn {
+ public:
+  FloatsIn(const Tensor& tensor, Device device);
+  const float* get() const { return data_; }
+  float operator[](int64_t index) const { return data_[index]; }
+
+ private:
+  std::vector<float> widened_;
+  const float* data_ = nullptr;
+};
+
+// A kernel's write of one operand as floats. For bf16 the scratch starts as the tensor's values
+// (kernels that accumulate read them) and is rounded to nearest even into the storage when the
+// scope ends: each kernel rounds its outputs once, as a bf16 GPU kernel storing its result does.
+class FloatsOut {
+ public:
+  FloatsOut(Tensor& tensor, Device device);
+  ~FloatsOut();
+  FloatsOut(const FloatsOut&) = delete;
+  FloatsOut& operator=(const FloatsOut&) = delete;
+  float* get() { return data_; }
+  float& operator[](int64_t index) { return data_[index]; }
+
+ private:
+  Tensor& tensor_;
+  std::vector<float> scratch_;
+  float* data_ = nullptr;
+};
+
+// Every operand of a kernel lives on the kernels' device; anything else is a programmer error.
+void require_resident(const Tensor& tensor, Device device);
 
 // Ops validate ids and targets with a ShapeError; here a bad one is a programmer error.
 int64_t checked_row(float value, int64_t rows);
@@ -45,9 +76,13 @@ void for_each_row(const Shape& shape, const std::vector<int64_t>& strides_a, con
   }
 }
 
+// The reference kernels over host-addressable bytes. `device` is where operands must live: cpu
+// for cpu_kernels(); the simulator's opaque device runs the same code over its own memory.
 class CpuKernels final : public Kernels {
  public:
-  const char* name() const override { return "cpu"; }
+  explicit CpuKernels(Device device, const char* name) : device_(device), name_(name) {}
+  const char* name() const override { return name_; }
+  Device device() const override { return device_; }
 
   // cpu_kernels_elementwise.cc
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
@@ -58,9 +93,15 @@ class CpuKernels final : public Kernels {
   void add_into(Tensor& accumulator, const Tensor& addend) override;
   void fill(Tensor& out, float value) override;
   void copy(const Tensor& in, Tensor& out) override;
-  void round_to_dtype(Tensor& tensor) override;
+  void copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) override;
+  void fill_range(Tensor& out, int64_t begin, int64_t count, float value) override;
+  void fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) override;
+  void scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor, Tensor& out) override;
+  void row_argmax(const Tensor& x, Tensor& out) override;
   void sum_all(const Tensor& in, Tensor& out_scalar) override;
-  double sum_of_squares(const Tensor& in) override;
+  void average(const Tensor& in, Tensor& out_scalar) override;
+  void sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
+                           double divisor) override;
   void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, const AdamWCoefficients& coefficients) override;
 
   // cpu_kernels_matmul.cc
@@ -75,7 +116,7 @@ class CpuKernels final : public Kernels {
   void causal_softmax_forward(const Tensor& scores, Tensor& out) override;
   void causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) override;
-  void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+  void cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                               Tensor& grad_logits) override;
 
   // cpu_kernels_indexing.cc
@@ -86,6 +127,18 @@ class CpuKernels final : public Kernels {
   void select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) override;
   void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) override;
+
+ protected:
+  void download(const Tensor& device_tensor, Tensor& host) override;
+  void upload(const Tensor& host, Tensor& device_tensor) override;
+
+ private:
+  // Operand access, checked to be resident on this device.
+  FloatsIn read(const Tensor& tensor) const { return FloatsIn(tensor, device_); }
+  FloatsOut write(Tensor& tensor) const { return FloatsOut(tensor, device_); }
+
+  Device device_;
+  const char* name_;
 };
 
 }  // namespace zero3

@@ -24,21 +24,20 @@ void CpuKernels::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool tra
                   b.numel() == (b_shared ? 1 : batch) * k * n,
               "matmul sizes: a " + describe(a) + " b " + describe(b) + " out " + describe(out));
   if (out.numel() == 0) return;
-  float* po = out.data();
+  FloatsOut po = write(out);
   if (k == 0) {
     // An empty inner dim contributes nothing; BLAS rejects lda = 0, so scale here instead.
     for (int64_t i = 0; i < out.numel(); ++i) po[i] = beta == 0.0f ? 0.0f : beta * po[i];
-    round_if_bf16(out);
     return;
   }
+  const FloatsIn pa_all = read(a), pb_all = read(b);
   const blasint lda = blas_dim(trans_a ? m : k), ldb = blas_dim(trans_b ? k : n);
   for (int64_t i = 0; i < batch; ++i) {
-    const float* pa = a.data() + i * m * k;
-    const float* pb = b.data() + (b_shared ? 0 : i * k * n);
+    const float* pa = pa_all.get() + i * m * k;
+    const float* pb = pb_all.get() + (b_shared ? 0 : i * k * n);
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                blas_dim(m), blas_dim(n), blas_dim(k), 1.0f, pa, lda, pb, ldb, beta, po + i * m * n, blas_dim(n));
+                blas_dim(m), blas_dim(n), blas_dim(k), 1.0f, pa, lda, pb, ldb, beta, po.get() + i * m * n, blas_dim(n));
   }
-  round_if_bf16(out);
 }
 
 }  // namespace zero3

@@ -14,10 +14,10 @@ void CpuKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
   const int64_t rows = mean.numel();
   ZERO3_CHECK(x.numel() == rows * cols && out.numel() == x.numel() && beta.numel() == cols && rstd.numel() == rows,
               "layer_norm sizes: x " + describe(x) + " gamma " + describe(gamma));
-  const float *px = x.data(), *pg = gamma.data(), *pb = beta.data();
-  float *po = out.data(), *pm = mean.data(), *pr = rstd.data();
+  const FloatsIn px = read(x), pg = read(gamma), pb = read(beta);
+  FloatsOut po = write(out), pm = write(mean), pr = write(rstd);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px + r * cols;
+    const float* row = px.get() + r * cols;
     double total = 0.0;
     for (int64_t c = 0; c < cols; ++c) total += row[c];
     const double mu = cols > 0 ? total / static_cast<double>(cols) : 0.0;
@@ -31,7 +31,6 @@ void CpuKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
       po[r * cols + c] = static_cast<float>((row[c] - mu) * inv) * pg[c] + pb[c];
     }
   }
-  round_if_bf16(out);
 }
 
 void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
@@ -41,12 +40,12 @@ void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
   ZERO3_CHECK(x.numel() == rows * cols && grad_out.numel() == x.numel() && grad_x.numel() == x.numel() &&
                   grad_gamma.numel() == cols && grad_beta.numel() == cols,
               "layer_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
-  const float *px = x.data(), *pg = gamma.data(), *pm = mean.data(), *pr = rstd.data(), *pdy = grad_out.data();
-  float* pdx = grad_x.data();
+  const FloatsIn px = read(x), pg = read(gamma), pm = read(mean), pr = read(rstd), pdy = read(grad_out);
+  FloatsOut pdx = write(grad_x), pdgamma = write(grad_gamma), pdbeta = write(grad_beta);
   std::vector<double> dgamma(static_cast<size_t>(cols), 0.0), dbeta(static_cast<size_t>(cols), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px + r * cols;
-    const float* dy = pdy + r * cols;
+    const float* row = px.get() + r * cols;
+    const float* dy = pdy.get() + r * cols;
     // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), with dxhat = dy * gamma.
     double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -66,22 +65,21 @@ void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
     }
   }
   for (int64_t c = 0; c < cols; ++c) {
-    grad_gamma.data()[c] = static_cast<float>(dgamma[c]);
-    grad_beta.data()[c] = static_cast<float>(dbeta[c]);
+    pdgamma[c] = static_cast<float>(dgamma[c]);
+    pdbeta[c] = static_cast<float>(dbeta[c]);
   }
-  round_if_bf16(grad_x);
-  round_if_bf16(grad_gamma);
-  round_if_bf16(grad_beta);
 }
 
 void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
   const int64_t steps = scores.rank() >= 2 ? scores.dim(-1) : 0;
   ZERO3_CHECK(out.numel() == scores.numel(), "causal_softmax out " + describe(out));
   const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
+  const FloatsIn ps = read(scores);
+  FloatsOut po = write(out);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
-    const float* s = scores.data() + r * steps;
-    float* p = out.data() + r * steps;
+    const float* s = ps.get() + r * steps;
+    float* p = po.get() + r * steps;
     const float row_max = *std::max_element(s, s + visible);
     double denominator = 0.0;
     for (int64_t j = 0; j < visible; ++j) denominator += std::exp(static_cast<double>(s[j]) - row_max);
@@ -90,23 +88,23 @@ void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
     }
     std::fill(p + visible, p + steps, 0.0f);
   }
-  round_if_bf16(out);
 }
 
 void CpuKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) {
   const int64_t steps = out.rank() >= 2 ? out.dim(-1) : 0;
   ZERO3_CHECK(grad_out.numel() == out.numel() && grad_scores.numel() == out.numel(), "causal_softmax_backward sizes");
   const int64_t rows = steps == 0 ? 0 : out.numel() / steps;
+  const FloatsIn pp = read(out), pg = read(grad_out);
+  FloatsOut pd = write(grad_scores);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* p = out.data() + r * steps;
-    const float* g = grad_out.data() + r * steps;
-    float* d = grad_scores.data() + r * steps;
+    const float* p = pp.get() + r * steps;
+    const float* g = pg.get() + r * steps;
+    float* d = pd.get() + r * steps;
     double dot = 0.0;
     for (int64_t j = 0; j < steps; ++j) dot += static_cast<double>(p[j]) * g[j];
     // Masked positions have p = 0, so their gradient is 0 without a separate mask.
     for (int64_t j = 0; j < steps; ++j) d[j] = static_cast<float>(p[j] * (g[j] - dot));
   }
-  round_if_bf16(grad_scores);
 }
 
 void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) {
@@ -115,36 +113,38 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
                   loss.numel() == 1,
               "cross_entropy sizes: logits " + describe(logits) + " targets " + describe(targets));
   double total = 0.0;
+  const FloatsIn pl = read(logits), pt = read(targets);
+  FloatsOut pp = write(probs), ploss = write(loss);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* row = logits.data() + r * vocab;
-    float* p = probs.data() + r * vocab;
+    const float* row = pl.get() + r * vocab;
+    float* p = pp.get() + r * vocab;
     const float row_max = *std::max_element(row, row + vocab);
     double denominator = 0.0;
     for (int64_t v = 0; v < vocab; ++v) denominator += std::exp(static_cast<double>(row[v]) - row_max);
     for (int64_t v = 0; v < vocab; ++v) {
       p[v] = static_cast<float>(std::exp(static_cast<double>(row[v]) - row_max) / denominator);
     }
-    const int64_t target = checked_row(targets.data()[r], vocab);
+    const int64_t target = checked_row(pt[r], vocab);
     total += std::log(denominator) + row_max - row[target];
   }
-  loss.data()[0] = static_cast<float>(total / static_cast<double>(rows));
-  round_if_bf16(loss);
-  round_if_bf16(probs);
+  ploss[0] = static_cast<float>(total / static_cast<double>(rows));
 }
 
-void CpuKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+void CpuKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                                         Tensor& grad_logits) {
   const int64_t rows = probs.dim(0), vocab = probs.dim(1);
   ZERO3_CHECK(rows > 0 && grad_logits.numel() == probs.numel() && targets.numel() == rows,
               "cross_entropy_backward sizes: probs " + describe(probs));
-  const float factor = grad_loss / static_cast<float>(rows);
+  ZERO3_CHECK(grad_loss.numel() == 1, "cross_entropy_backward seed " + describe(grad_loss));
+  const float factor = read(grad_loss)[0] / static_cast<float>(rows);
+  const FloatsIn pp = read(probs), pt = read(targets);
+  FloatsOut pg = write(grad_logits);
   for (int64_t r = 0; r < rows; ++r) {
-    const float* p = probs.data() + r * vocab;
-    float* g = grad_logits.data() + r * vocab;
+    const float* p = pp.get() + r * vocab;
+    float* g = pg.get() + r * vocab;
     for (int64_t v = 0; v < vocab; ++v) g[v] = p[v] * factor;
-    g[checked_row(targets.data()[r], vocab)] -= factor;
+    g[checked_row(pt[r], vocab)] -= factor;
   }
-  round_if_bf16(grad_logits);
 }
 
 }  // namespace zero3

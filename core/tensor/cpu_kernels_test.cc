@@ -1,5 +1,6 @@
-// The CPU kernels that no op reaches directly: AdamW, GEMM with beta, sum_of_squares, sum_to_shape.
+// The CPU kernels that no op reaches directly: AdamW, GEMM with beta, sums of squares, segments, scalars, host copies.
 #include "core/tensor/kernels.h"
+#include "core/tensor/cpu_kernels_internal.h"
 
 #include <gtest/gtest.h>
 
@@ -39,9 +40,53 @@ TEST(CpuKernels, MatmulAccumulatesWithBetaAndAnEmptyInnerDimOnlyScales) {
   EXPECT_EQ(overwritten.item(), 0.0f);
 }
 
-TEST(CpuKernels, SumOfSquaresIsExactForSmallIntegers) {
-  EXPECT_EQ(cpu_kernels().sum_of_squares(Tensor::from_values({4}, {1, -2, 3, 4})), 30.0);
-  EXPECT_EQ(cpu_kernels().sum_of_squares(Tensor::zeros({0})), 0.0);
+TEST(CpuKernels, SumOfSquaresIntoSumsTheRangesOfEveryPartIntoOneElement) {
+  const Tensor a = Tensor::from_values({4}, {1, -2, 3, 4});
+  const Tensor b = Tensor::from_values({2}, {5, 6}, DType::bf16);
+  const Tensor empty = Tensor::zeros({0});
+  Tensor out = Tensor::zeros({3});
+  cpu_kernels().sum_of_squares_into({{&a, 1, 3}, {&b, 0, 2}, {&empty, 0, 0}}, out, 1);
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{0.0f, 4 + 9 + 25 + 36, 0.0f}));
+  cpu_kernels().sum_of_squares_into({{&a, 0, 4}}, out, 2, 4.0);  // the mse form: a mean of squares
+  EXPECT_EQ(out.to_floats()[2], 7.5f);
+}
+
+TEST(CpuKernels, RowArgmaxTakesTheLowestIndexOnTies) {
+  const Tensor x = Tensor::from_values({3, 3}, {1, 5, 5, -1, -2, -3, 0, 0, 7}, DType::bf16);
+  Tensor out = Tensor::zeros({3});
+  cpu_kernels().row_argmax(x, out);
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{1, 0, 2}));
+}
+
+TEST(CpuKernels, CopySegmentsMovesRunsAndCastsBetweenDtypes) {
+  const Tensor in = Tensor::from_values({5}, {1.0f, 2.0f, 3.0f, 1.00390625f, 5.0f});
+  Tensor out = Tensor::zeros({6}, DType::bf16);
+  cpu_kernels().copy_segments(in, out, {{.from = 0, .to = 4, .count = 2}, {.from = 3, .to = 0, .count = 2}});
+  // 1.00390625 is halfway between two bf16 values and rounds to the even one, 1.0.
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{1.0f, 5.0f, 0.0f, 0.0f, 1.0f, 2.0f}));
+  cpu_kernels().fill_range(out, 2, 2, 9.0f);
+  EXPECT_EQ(out.to_floats(), (std::vector<float>{1.0f, 5.0f, 9.0f, 9.0f, 1.0f, 2.0f}));
+}
+
+TEST(CpuKernels, ScalarDrivenFillAndScaleUseTheDeviceScalar) {
+  const Tensor seed = Tensor::scalar(3.0f);
+  Tensor filled = Tensor::zeros({2});
+  cpu_kernels().fill_from_scalar(filled, seed, 2.0f, 4.0f);
+  EXPECT_EQ(filled.to_floats(), (std::vector<float>{1.5f, 1.5f}));
+  Tensor scaled = Tensor::zeros({2});
+  cpu_kernels().scale_by_scalar(Tensor::from_values({2}, {1.0f, -2.0f}), seed, 1.0f, 1.0f, scaled);
+  EXPECT_EQ(scaled.to_floats(), (std::vector<float>{3.0f, -6.0f}));
+}
+
+TEST(CpuKernels, HostCopiesAreCountedAndCheckTheirOperands) {
+  CpuKernels kernels(Device::cpu, "cpu");
+  const Tensor device = Tensor::from_values({2}, {1.0f, 2.0f});
+  const Tensor host = kernels.to_host(device);
+  EXPECT_EQ(host.to_floats(), device.to_floats());
+  EXPECT_EQ(kernels.host_syncs(), 1);
+  Tensor wrong_dtype = Tensor::zeros({2}, DType::bf16);
+  EXPECT_THROW(kernels.copy_to_host(device, wrong_dtype), std::logic_error);
+  EXPECT_EQ(kernels.host_syncs(), 1);
 }
 
 TEST(CpuKernels, SumToShapeReducesBroadcastDimsOfAnyRank) {

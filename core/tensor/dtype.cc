@@ -25,4 +25,13 @@ float round_to_bf16(float value) {
   return std::bit_cast<float>(bits);
 }
 
+uint16_t bf16_bits(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(round_to_bf16(value));
+  // Truncating a NaN could leave only payload bits below the cut: keep it quiet.
+  if (std::isnan(value)) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16_value(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
 }  // namespace zero3

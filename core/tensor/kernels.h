@@ -1,10 +1,13 @@
-// The Kernels seam: the data-level op set of one device. Ops (ops.h) check shapes, allocate
-// outputs and record autograd; kernels only compute, on tensors already shaped correctly. The CPU
+// The Kernels seam: the data-level op set of one device, and the only way bytes of a device
+// tensor move. Ops (ops.h) check shapes, allocate outputs on device() and record autograd;
+// kernels only compute, on tensors already shaped correctly and resident on device(). The CPU
 // kernels (cpu_kernels.cc) are the reference and the oracle for the CUDA kernels. A kernel never
 // sees a meta tensor: ops infer shapes and skip the kernel call for meta inputs.
 //
 // Conventions: all tensors are contiguous; `out` is preallocated by the caller; gradients are
-// written (not accumulated) unless the name says `into`.
+// written (not accumulated) unless the name says `into`; a kernel writing a bf16 output rounds
+// each element once, to nearest even. Device-to-host copies are host syncs (on a GPU the host
+// waits for the stream) and are counted: host_syncs() is what the train report prints per step.
 //
 //   Kernels& kernels = cpu_kernels();
 //   Tensor out = Tensor::zeros({2, 3});
@@ -23,6 +26,20 @@ enum class UnaryOp : uint8_t { gelu, relu };
 
 // The scalars of one AdamW update, computed once per step by the optimizer (training/optimizer.h)
 // from its hyperparameters and the step number; the kernel applies them element by element.
+// One run of elements copied by copy_segments.
+struct CopySegment {
+  int64_t from = 0;   // offset in the source
+  int64_t to = 0;     // offset in the destination
+  int64_t count = 0;
+};
+
+// Elements [begin, end) of one tensor, a part of a sum of squares.
+struct TensorRange {
+  const Tensor* tensor = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+
 struct AdamWCoefficients {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -36,6 +53,17 @@ class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual const char* name() const = 0;
+  // Where these kernels compute: ops allocate their outputs and gradients here.
+  virtual Device device() const = 0;
+
+  // Host <-> device. `host` is a cpu tensor of the same dtype and numel as the device tensor.
+  // copy_to_host is a host sync and counted; copy_from_host is an upload (asynchronous on a GPU).
+  void copy_to_host(const Tensor& device_tensor, Tensor& host);
+  void copy_from_host(const Tensor& host, Tensor& device_tensor);
+  Tensor to_host(const Tensor& device_tensor);  // a new cpu tensor (a host sync)
+  Tensor to_device(const Tensor& host);         // a new tensor on device() (an upload); cpu: host itself
+  int64_t host_syncs() const { return host_syncs_; }
+  int64_t uploads() const { return uploads_; }
 
   // out = a OP b, PyTorch broadcasting; out has broadcast_shapes(a, b).
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
@@ -48,8 +76,16 @@ class Kernels {
   // accumulator += addend (same shape).
   virtual void add_into(Tensor& accumulator, const Tensor& addend) = 0;
   virtual void fill(Tensor& out, float value) = 0;
-  virtual void copy(const Tensor& in, Tensor& out) = 0;  // same numel; rounds to out's dtype
-  virtual void round_to_dtype(Tensor& tensor) = 0;       // no-op for f32
+  virtual void copy(const Tensor& in, Tensor& out) = 0;  // same numel; rounds to out's dtype (a cast)
+  // out[s.to + i] = in[s.from + i] for each segment (rounding to out's dtype): bucket packing,
+  // unpacking and shard slicing. Segments of one call never overlap in out.
+  virtual void copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) = 0;
+  virtual void fill_range(Tensor& out, int64_t begin, int64_t count, float value) = 0;
+  // Scalars that stay on the device (the loss and its backward seeds): with s = scalar's one
+  // element and f = s * multiplier / divisor in float, fill writes f everywhere and scale in * f.
+  virtual void fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) = 0;
+  virtual void scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor,
+                               Tensor& out) = 0;
 
   // Batched GEMM: out[b] = beta * out[b] + op(a[b]) @ op(b[b]) with op = transpose when asked.
   // a is [batch, m, k] (or [batch, k, m] if trans_a); b is [batch_b, k, n] (or [batch_b, n, k]),
@@ -70,7 +106,7 @@ class Kernels {
 
   // Mean cross-entropy of logits [N, V] against targets [N]; saves softmax probabilities.
   virtual void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) = 0;
-  virtual void cross_entropy_backward(const Tensor& probs, const Tensor& targets, float grad_loss,
+  virtual void cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                                       Tensor& grad_logits) = 0;
 
   // scores [batch, T, T]: softmax over the last dim with j > i masked to probability 0.
@@ -88,13 +124,38 @@ class Kernels {
   virtual void select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows,
                                          Tensor& grad_x) = 0;
 
-  virtual void sum_all(const Tensor& in, Tensor& out_scalar) = 0;
-  virtual double sum_of_squares(const Tensor& in) = 0;  // in double, for gradient norms
+  // out [rows] = the index of each row's largest element of x [rows, cols], ties to the lowest
+  // (MoE routing; the caller copies it to the host: the one inherent sync per MoE layer).
+  virtual void row_argmax(const Tensor& x, Tensor& out) = 0;
+
+  virtual void sum_all(const Tensor& in, Tensor& out_scalar) = 0;     // summed in double
+  virtual void average(const Tensor& in, Tensor& out_scalar) = 0;     // double sum / numel, then rounded
+  // out (f32) element `index` = float(sum over parts, in order, of each part's sum of squares in
+  // double, divided by `divisor`): the canonical partial of the gradient norm
+  // (training/optimizer.h), and with the element count as divisor the mse loss.
+  virtual void sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
+                                   double divisor = 1.0) = 0;
 
   // One AdamW step on f32 tensors of equal numel (decoupled weight decay, bias correction).
   virtual void adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                      const AdamWCoefficients& coefficients) = 0;
+
+ protected:
+  // The byte moves behind copy_to_host / copy_from_host (shapes already checked).
+  virtual void download(const Tensor& device_tensor, Tensor& host) = 0;
+  virtual void upload(const Tensor& host, Tensor& device_tensor) = 0;
+
+ private:
+  int64_t host_syncs_ = 0;
+  int64_t uploads_ = 0;
 };
+
+// A new tensor on the kernels' device: what ops, backward closures and engines allocate with.
+inline Tensor device_zeros(Kernels& kernels, const Shape& shape, DType dtype = DType::f32) {
+  return Tensor::zeros(shape, dtype, kernels.device());
+}
+// `in` converted to `dtype` on the kernels' device (a copy even when the dtype is the same).
+Tensor cast(Kernels& kernels, const Tensor& in, DType dtype);
 
 // The CPU reference kernels (GEMM through BLAS). One shared instance; it holds no state.
 Kernels& cpu_kernels();

@@ -1,40 +1,54 @@
-// Tensor construction, access and copies.
+// Tensor construction, host access and copies; storage comes from the device's memory.
 #include "core/tensor/tensor.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/base/errors.h"
 
 namespace zero3 {
 
-const char* device_name(Device device) { return device == Device::meta ? "meta" : "cpu"; }
+// The bytes of one allocation, returned to the memory that gave them when the last view goes.
+struct TensorStorage {
+  TensorStorage(Device device, int64_t size)
+      : device(device), memory(&device_memory(device)), size(size), bytes(memory->allocate(device, size)) {}
+  ~TensorStorage() { memory->free(device, bytes, size); }
+  TensorStorage(const TensorStorage&) = delete;
+  TensorStorage& operator=(const TensorStorage&) = delete;
 
-Tensor::Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<std::vector<float>> storage)
+  Device device;
+  DeviceMemory* memory;
+  int64_t size;
+  void* bytes;
+};
+
+Tensor::Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<TensorStorage> storage)
     : defined_(true), shape_(shape), numel_(shape_numel(shape)), dtype_(dtype), device_(device),
       storage_(std::move(storage)) {
   for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
-  if (device == Device::meta) return meta(shape, dtype);
-  auto storage = std::make_shared<std::vector<float>>(static_cast<size_t>(shape_numel(shape)), 0.0f);
+  if (device.kind == DeviceKind::meta) return meta(shape, dtype);
+  for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
+  auto storage = std::make_shared<TensorStorage>(device, shape_numel(shape) * dtype_bytes(dtype));
   return Tensor(shape, dtype, device, std::move(storage));
 }
 
 Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
-  Tensor tensor = zeros(shape, dtype);
-  const float stored = dtype == DType::bf16 ? round_to_bf16(value) : value;
-  std::fill(tensor.storage_->begin(), tensor.storage_->end(), stored);
-  return tensor;
+  return from_values(shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)), value), dtype);
 }
 
-Tensor Tensor::from_values(const Shape& shape, std::vector<float> values, DType dtype) {
+Tensor Tensor::from_values(const Shape& shape, const std::vector<float>& values, DType dtype) {
   ZERO3_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape),
               std::to_string(values.size()) + " values for shape " + shape_str(shape));
+  Tensor tensor = zeros(shape, dtype);
   if (dtype == DType::bf16) {
-    for (float& value : values) value = round_to_bf16(value);
+    std::transform(values.begin(), values.end(), tensor.bf16_data(), bf16_bits);
+  } else if (!values.empty()) {
+    std::memcpy(tensor.data(), values.data(), values.size() * sizeof(float));
   }
-  return Tensor(shape, dtype, Device::cpu, std::make_shared<std::vector<float>>(std::move(values)));
+  return tensor;
 }
 
 Tensor Tensor::scalar(float value, DType dtype) { return from_values({}, {value}, dtype); }
@@ -47,29 +61,77 @@ int64_t Tensor::dim(int64_t index) const {
   return shape_[resolved];
 }
 
+void Tensor::require_host(const char* access, DType dtype) const {
+  ZERO3_CHECK(defined_ && !is_meta(), std::string(access) + " of " + describe(*this));
+  if (!device_.host_readable()) {
+    throw HostAccessError(std::string("host ") + access + " of " + describe(*this) +
+                          ": device memory reaches the host only through Kernels::copy_to_host");
+  }
+  ZERO3_CHECK(dtype == dtype_, std::string(access) + " wants " + dtype_name(dtype) + " but the tensor is " +
+                                   describe(*this));
+}
+
 float* Tensor::data() {
-  ZERO3_CHECK(defined_ && device_ == Device::cpu, "data() of " + describe(*this));
-  return storage_->data();
+  require_host("data()", DType::f32);
+  return static_cast<float*>(storage_->bytes);
 }
 
 const float* Tensor::data() const {
-  ZERO3_CHECK(defined_ && device_ == Device::cpu, "data() of " + describe(*this));
-  return storage_->data();
+  require_host("data()", DType::f32);
+  return static_cast<const float*>(storage_->bytes);
 }
 
 std::span<float> Tensor::values() { return {data(), static_cast<size_t>(numel_)}; }
 std::span<const float> Tensor::values() const { return {data(), static_cast<size_t>(numel_)}; }
 
+uint16_t* Tensor::bf16_data() {
+  require_host("bf16_data()", DType::bf16);
+  return static_cast<uint16_t*>(storage_->bytes);
+}
+
+const uint16_t* Tensor::bf16_data() const {
+  require_host("bf16_data()", DType::bf16);
+  return static_cast<const uint16_t*>(storage_->bytes);
+}
+
 float Tensor::item() const {
   ZERO3_CHECK(numel_ == 1, "item() of " + describe(*this));
-  return data()[0];
+  return dtype_ == DType::bf16 ? bf16_value(bf16_data()[0]) : data()[0];
+}
+
+std::vector<float> Tensor::to_floats() const {
+  if (dtype_ == DType::f32) {
+    const std::span<const float> source = values();
+    return {source.begin(), source.end()};
+  }
+  const uint16_t* bits = bf16_data();
+  std::vector<float> out(static_cast<size_t>(numel_));
+  std::transform(bits, bits + numel_, out.begin(), bf16_value);
+  return out;
+}
+
+void* Tensor::device_bytes() {
+  ZERO3_CHECK(defined_ && !is_meta(), "device_bytes() of " + describe(*this));
+  return storage_->bytes;
+}
+
+const void* Tensor::device_bytes() const {
+  ZERO3_CHECK(defined_ && !is_meta(), "device_bytes() of " + describe(*this));
+  return storage_->bytes;
+}
+
+Tensor Tensor::relabeled_as(Device device) const {
+  ZERO3_CHECK(defined_ && !is_meta() && device.host_readable(), "relabel of " + describe(*this));
+  return Tensor(shape_, dtype_, device, storage_);
 }
 
 Tensor Tensor::clone() const {
   ZERO3_CHECK(defined_, "clone() of an undefined tensor");
   if (is_meta()) return meta(shape_, dtype_);
-  return Tensor(shape_, dtype_, device_,
-                std::make_shared<std::vector<float>>(storage_->begin(), storage_->begin() + numel_));
+  require_host("clone()", dtype_);
+  Tensor out = zeros(shape_, dtype_);
+  if (numel_ > 0) std::memcpy(out.storage_->bytes, storage_->bytes, static_cast<size_t>(bytes()));
+  return out;
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
@@ -87,12 +149,9 @@ Tensor Tensor::view_prefix(const Shape& shape) const {
 }
 
 Tensor Tensor::to_dtype(DType dtype) const {
-  Tensor out = clone();
-  out.dtype_ = dtype;
-  if (dtype == DType::bf16 && !is_meta()) {
-    for (float& value : *out.storage_) value = round_to_bf16(value);
-  }
-  return out;
+  if (is_meta()) return meta(shape_, dtype);
+  if (dtype == dtype_) return clone();
+  return from_values(shape_, to_floats(), dtype);
 }
 
 std::string describe(const Tensor& tensor) {

@@ -23,7 +23,7 @@ inline Tensor ramp(const Shape& shape, float spread = 1.0f, int64_t seed = 0) {
   return Tensor::from_values(shape, values);
 }
 
-inline Values values_of(const Tensor& t) { return Values(t.values().begin(), t.values().end()); }
+inline Values values_of(const Tensor& t) { return t.to_floats(); }  // either dtype, bf16 widened
 
 inline void expect_close(const Tensor& got, const Values& expected, float tolerance = 1e-5f) {
   ASSERT_EQ(got.numel(), static_cast<int64_t>(expected.size())) << describe(got);

@@ -228,7 +228,7 @@ void check_checkpoint_steps(const std::string& load_dir, int64_t first_step, int
 std::vector<OptimizerSlot> shard_state(const std::vector<OptimizerSlot>& full, int world, int rank) {
   std::vector<OptimizerSlot> shards;
   for (const OptimizerSlot& slot : full) {
-    const auto flat = [&](const Tensor& value) { return make_shard(value.reshape({value.numel()}), world, rank); };
+    const auto flat = [&](const Tensor& value) { return make_shard(cpu_kernels(), value.reshape({value.numel()}), world, rank); };
     shards.push_back({flat(slot.master), flat(slot.exp_avg), flat(slot.exp_avg_sq)});
   }
   return shards;

@@ -52,7 +52,7 @@ BuiltModel initialized(const std::string& name_or_spec) {
 std::vector<OptimizerSlot> full_state(const Model& model) {
   std::vector<OptimizerSlot> full;
   for (const Parameter* param : model.parameters()) {
-    OptimizerSlot slot = make_optimizer_slot(param->data);
+    OptimizerSlot slot = make_optimizer_slot(cpu_kernels(), param->data);
     for (int64_t i = 0; i < param->numel(); ++i) {
       slot.exp_avg.data()[i] = static_cast<float>((param->id() * 131 + i * 7) % 17) - 8.0f;
       slot.exp_avg_sq.data()[i] = 0.25f * static_cast<float>((param->id() * 31 + i * 3) % 13);

@@ -7,9 +7,9 @@
 
 namespace zero3 {
 
-OptimizerSlot make_optimizer_slot(const Tensor& initial_values) {
+OptimizerSlot make_optimizer_slot(Kernels& kernels, const Tensor& initial_values) {
   OptimizerSlot slot;
-  slot.master = initial_values.to_dtype(DType::f32);
+  slot.master = cast(kernels, initial_values, DType::f32);
   slot.exp_avg = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
   slot.exp_avg_sq = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
   return slot;
@@ -18,7 +18,7 @@ OptimizerSlot make_optimizer_slot(const Tensor& initial_values) {
 void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world) {
   ZERO3_CHECK(accum.numel() == summed.numel(), describe(accum) + " vs " + describe(summed));
   if (accum.is_meta()) return;  // shape-only replay: nothing to add
-  Tensor averaged = Tensor::zeros(summed.shape(), DType::f32);
+  Tensor averaged = device_zeros(kernels, summed.shape(), DType::f32);
   kernels.scale(summed, 1.0f / static_cast<float>(world), averaged);
   kernels.add_into(accum, averaged.reshape(accum.shape()));
 }
@@ -59,7 +59,7 @@ void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, flo
     kernels.adamw(slot.master, grad, slot.exp_avg, slot.exp_avg_sq, coefficients);
     return;
   }
-  Tensor clipped = Tensor::zeros(grad.shape(), DType::f32);
+  Tensor clipped = device_zeros(kernels, grad.shape(), DType::f32);
   kernels.scale(grad, clip, clipped);
   kernels.adamw(slot.master, clipped, slot.exp_avg, slot.exp_avg_sq, coefficients);
 }

@@ -32,7 +32,8 @@ struct OptimizerSlot {
   Tensor exp_avg;
   Tensor exp_avg_sq;
 };
-OptimizerSlot make_optimizer_slot(const Tensor& initial_values);  // f32 copy, zero moments
+// An f32 copy and zero moments, on the kernels' device (meta stays meta).
+OptimizerSlot make_optimizer_slot(Kernels& kernels, const Tensor& initial_values);
 
 // accum += summed * (1 / world). `summed` is the rank-order sum of one micro-step's gradients.
 void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world);
@@ -42,7 +43,8 @@ void finish_accumulation(Kernels& kernels, Tensor& accum, int64_t gradient_accum
 // The canonical global gradient norm: each rank r sums the squares of the gradient elements it
 // owns (parameters in id order, its shard range of each, in double), rounds that partial to f32,
 // and the partials are added in rank order in f32 (the all-reduce). A run at world size W uses
-// W partials whether or not it is sharded.
+// W partials whether or not it is sharded. The kernels compute a partial
+// (Kernels::sum_of_squares_into); sum_of_squares is the same sum over host values, for tests.
 double sum_of_squares(std::span<const float> values);
 float clip_coefficient(float grad_norm, float max_norm);  // 1 when clipping is off or not needed
 

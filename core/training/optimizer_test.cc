@@ -25,7 +25,7 @@ TEST(Optimizer, SumOfSquaresIsExactForSmallIntegers) {
 
 TEST(Optimizer, AdamWFirstStepMovesEachWeightByLrAgainstTheGradientSign) {
   // With bias correction, AdamW's first step is lr * g / (|g| + eps) = ±lr (weight decay off).
-  OptimizerSlot slot = make_optimizer_slot(Tensor::from_values({3}, {1.0f, 1.0f, 1.0f}));
+  OptimizerSlot slot = make_optimizer_slot(cpu_kernels(), Tensor::from_values({3}, {1.0f, 1.0f, 1.0f}));
   const Tensor grad = Tensor::from_values({3}, {0.5f, -2.0f, 0.0f});
   AdamWHyper hyper{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.0f};
   adamw_update(cpu_kernels(), slot, grad, 1.0f, adamw_coefficients(hyper, 1));
@@ -35,7 +35,7 @@ TEST(Optimizer, AdamWFirstStepMovesEachWeightByLrAgainstTheGradientSign) {
 }
 
 TEST(Optimizer, DecoupledWeightDecayShrinksWeightsWithoutGradient) {
-  OptimizerSlot slot = make_optimizer_slot(Tensor::from_values({1}, {2.0f}));
+  OptimizerSlot slot = make_optimizer_slot(cpu_kernels(), Tensor::from_values({1}, {2.0f}));
   AdamWHyper hyper{.lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.5f};
   adamw_update(cpu_kernels(), slot, Tensor::zeros({1}), 1.0f, adamw_coefficients(hyper, 1));
   EXPECT_NEAR(slot.master.data()[0], 2.0f * (1.0f - 0.1f * 0.5f), 1e-6f);

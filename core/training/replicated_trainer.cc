@@ -11,36 +11,35 @@
 namespace zero3 {
 
 ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, ReplicatedOptions options)
-    : model_(model), config_(config), options_(options) {
+    : model_(model), config_(config), options_(options),
+      kernels_(options.kernels ? *options.kernels : cpu_kernels()) {
   if (options_.comm) options_.global_ranks = options_.comm->world();
   for (const Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined() && !param->data.is_meta(), "initialise '" + param->name() + "' before training");
-    slots_.push_back(make_optimizer_slot(param->data));
+    // The model was initialised on the host; the trainer's copy lives on its device.
+    slots_.push_back(make_optimizer_slot(kernels_, kernels_.to_device(param->data)));
   }
   refresh_compute_copies();
 }
 
 StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, int64_t step) {
+  ZERO3_CHECK(ctx.kernels().device() == kernels_.device(), "the context computes on " +
+                                                                device_name(ctx.kernels().device()) + ", the trainer on " +
+                                                                device_name(kernels_.device()));
   ctx.set_step(step);
   grad_accum_.clear();
-  for (const Parameter* param : model_.parameters()) grad_accum_.push_back(Tensor::zeros(param->shape()));
+  for (const Parameter* param : model_.parameters()) grad_accum_.push_back(device_zeros(kernels_, param->shape()));
+  micro_losses_ = device_zeros(kernels_, {config_.gradient_accumulation_steps});
 
-  double loss_total = 0.0;
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
-    loss_total += forward_backward(ctx, data, step, micro);
+    forward_backward(ctx, data, step, micro);
     reduce_gradients(ctx, step);
   }
   for (Tensor& accum : grad_accum_) finish_accumulation(ctx.kernels(), accum, config_.gradient_accumulation_steps);
 
   StepStats stats;
   stats.step = step;
-  stats.loss = loss_total / static_cast<double>(config_.gradient_accumulation_steps);
-  if (options_.comm) {
-    // Every rank reports the same loss: the mean over ranks, summed in rank order.
-    Tensor loss = Tensor::scalar(static_cast<float>(stats.loss));
-    options_.comm->all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "loss"});
-    stats.loss = loss.item() / static_cast<double>(world());
-  }
+  stats.loss = mean_loss(step);
   stats.grad_norm = global_grad_norm();
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
@@ -51,8 +50,34 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   return stats;
 }
 
+double ReplicatedTrainer::mean_loss(int64_t step) {
+  const double gas = static_cast<double>(config_.gradient_accumulation_steps);
+  if (!options_.comm) {
+    // The reference reports the double mean of its micro-step losses (one host read).
+    const Tensor losses = kernels_.to_host(micro_losses_);
+    double total = 0.0;
+    for (const float loss : losses.values()) total += loss;
+    return total / gas;
+  }
+  // Every rank reports the same loss: the mean over ranks, summed in rank order.
+  Tensor loss = device_zeros(kernels_, {});
+  kernels_.average(micro_losses_, loss);
+  options_.comm->all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "loss"});
+  return kernels_.to_host(loss).item() / static_cast<double>(world());
+}
+
+std::vector<OptimizerSlot> ReplicatedTrainer::host_copies(const std::vector<OptimizerSlot>& slots) const {
+  std::vector<OptimizerSlot> copies;
+  for (const OptimizerSlot& slot : slots) {
+    copies.push_back({kernels_.to_host(slot.master), kernels_.to_host(slot.exp_avg), kernels_.to_host(slot.exp_avg_sq)});
+  }
+  return copies;
+}
+
+std::vector<OptimizerSlot> ReplicatedTrainer::full_state(int64_t) { return host_copies(slots_); }
+
 std::vector<OptimizerSlot> ReplicatedTrainer::checkpoint_shards() const {
-  return shard_state(slots_, world(), rank());
+  return shard_state(host_copies(slots_), world(), rank());
 }
 
 void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
@@ -62,23 +87,26 @@ void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
     for (const Tensor* value : {&loaded.master, &loaded.exp_avg, &loaded.exp_avg_sq}) {
       ZERO3_CHECK(value->numel() == param->numel(), "loaded state of '" + param->name() + "' must be full size");
     }
-    // Copies: the DDP ranks of one process may load from the same tensors.
-    slots_[static_cast<size_t>(param->id())] = {loaded.master.clone().reshape(param->shape()),
-                                                loaded.exp_avg.clone().reshape(param->shape()),
-                                                loaded.exp_avg_sq.clone().reshape(param->shape())};
+    // Copies onto the device: the DDP ranks of one process may load from the same tensors.
+    const auto upload = [&](const Tensor& host) {
+      Tensor copy = device_zeros(kernels_, param->shape());
+      kernels_.copy_from_host(host.reshape(param->shape()), copy);
+      return copy;
+    };
+    slots_[static_cast<size_t>(param->id())] = {upload(loaded.master), upload(loaded.exp_avg),
+                                                upload(loaded.exp_avg_sq)};
   }
   refresh_compute_copies();
 }
 
-double ReplicatedTrainer::forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro) {
+void ReplicatedTrainer::forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro) {
   ctx.begin_micro_step();
   const int64_t batch_size = options_.comm ? config_.micro_batch_size
                                            : config_.micro_batch_size * options_.global_ranks;
   const Batch batch = data.batch(step, micro, rank(), world(), batch_size);
   Var loss = model_.loss(ctx, batch);
-  const double loss_value = loss.value().item();
+  kernels_.copy_segments(loss.value(), micro_losses_, {{.from = 0, .to = micro, .count = 1}});
   backward(ctx, loss);
-  return loss_value;
 }
 
 void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
@@ -92,7 +120,7 @@ void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
   for (Parameter* param : model_.parameters()) {
     // An unused parameter contributes zeros, so every rank issues the same collectives.
     Tensor grad = ctx.param_grad(*param);
-    Tensor summed = grad.defined() ? grad.to_dtype(DType::f32) : Tensor::zeros(param->shape());
+    Tensor summed = grad.defined() ? cast(kernels_, grad, DType::f32) : device_zeros(kernels_, param->shape());
     if (options_.comm) {
       options_.comm->all_reduce(summed, ReduceOp::sum,
                                 {.module = param->owner().name(), .params = {param->name()}, .step = step,
@@ -103,23 +131,26 @@ void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
   if (options_.allocator && grad_bytes > 0) options_.allocator->release(MemoryCategory::grad, grad_bytes);
 }
 
-float ReplicatedTrainer::global_grad_norm() const {
+float ReplicatedTrainer::global_grad_norm() {
   // The canonical norm (optimizer.h): one f32 partial per rank of the world, added in rank order.
-  float total = 0.0f;
+  Tensor partials = device_zeros(kernels_, {world()});
   for (int rank = 0; rank < world(); ++rank) {
-    double partial = 0.0;
+    std::vector<TensorRange> parts;
     for (const Tensor& grad : grad_accum_) {
       const ShardRange range = shard_range(grad.numel(), world(), rank);
-      partial += sum_of_squares(grad.values().subspan(range.begin, range.owned()));
+      parts.push_back({&grad, range.begin, range.begin + range.owned()});
     }
-    total += static_cast<float>(partial);
+    kernels_.sum_of_squares_into(parts, partials, rank);
   }
+  const Tensor host_partials = kernels_.to_host(partials);
+  float total = 0.0f;
+  for (const float partial : host_partials.values()) total += partial;
   return std::sqrt(total);
 }
 
 void ReplicatedTrainer::refresh_compute_copies() {
   const DType compute = config_.bf16 ? DType::bf16 : DType::f32;
-  for (Parameter* param : model_.parameters()) param->data = slots_[param->id()].master.to_dtype(compute);
+  for (Parameter* param : model_.parameters()) param->data = cast(kernels_, slots_[param->id()].master, compute);
 }
 
 }  // namespace zero3

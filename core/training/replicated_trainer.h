@@ -27,6 +27,8 @@ struct ReplicatedOptions {
   // Counts the full gradients backward produces as `grad`, from backward until they are reduced
   // (null: not counted). The model state is the caller's to count.
   Allocator* allocator = nullptr;
+  // Where the state lives and computes (null: cpu_kernels()); the context's kernels must match.
+  Kernels* kernels = nullptr;
 };
 
 class ReplicatedTrainer : public Trainer {
@@ -37,9 +39,9 @@ class ReplicatedTrainer : public Trainer {
   // Every rank holds the full state; each saves its own shard of it, in the sharded layout.
   std::vector<OptimizerSlot> checkpoint_shards() const override;
   void load_full_state(Context&, const std::vector<OptimizerSlot>& full) override { load_state(full); }
-  std::vector<OptimizerSlot> full_state(int64_t) override { return slots_; }
+  std::vector<OptimizerSlot> full_state(int64_t) override;
 
-  // The f32 master weights by parameter id (what checkpoints and comparisons read).
+  // The f32 master weights by parameter id, on the trainer's device (full_state(): on the host).
   const std::vector<OptimizerSlot>& slots() const { return slots_; }
   // Replaces the master weights and AdamW moments (copied; full values by id, as a checkpoint or
   // slots() holds them) and the parameters' compute copies. Call between steps.
@@ -48,9 +50,11 @@ class ReplicatedTrainer : public Trainer {
   int rank() const { return options_.comm ? options_.comm->rank() : 0; }
 
  private:
-  double forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro);
+  void forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro);
   void reduce_gradients(Context& ctx, int64_t step);
-  float global_grad_norm() const;
+  double mean_loss(int64_t step);
+  float global_grad_norm();
+  std::vector<OptimizerSlot> host_copies(const std::vector<OptimizerSlot>& slots) const;
   void refresh_compute_copies();
 
   Model& model_;
@@ -58,6 +62,8 @@ class ReplicatedTrainer : public Trainer {
   ReplicatedOptions options_;
   std::vector<OptimizerSlot> slots_;     // by parameter id
   std::vector<Tensor> grad_accum_;       // f32, by parameter id
+  Kernels& kernels_;
+  Tensor micro_losses_;                  // f32 [gradient_accumulation_steps] on the device
 };
 
 }  // namespace zero3

@@ -57,14 +57,16 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   Trainer* trainer = nullptr;
   // Without a communicator this is the single-process reference: unsharded whatever the stage.
   if (options.config.zero.stage == 3 && seams.comm) {
-    engine = std::make_unique<Zero3Engine>(*built.model, *seams.comm, seams.allocator, options.config, options.bugs);
+    engine = std::make_unique<Zero3Engine>(*built.model, *seams.comm, seams.allocator, seams.kernels, options.config,
+                                           options.bugs);
     if (options.observer) engine->set_observer(options.observer);
     trainer = engine.get();
   } else {
     account_replicated_state(seams.allocator, *built.model, options.config);
     replicated = std::make_unique<ReplicatedTrainer>(
         *built.model, options.config,
-        ReplicatedOptions{.global_ranks = options.global_ranks, .comm = seams.comm, .allocator = &seams.allocator});
+        ReplicatedOptions{.global_ranks = options.global_ranks, .comm = seams.comm, .allocator = &seams.allocator,
+                          .kernels = &seams.kernels});
     trainer = replicated.get();
   }
   Context ctx(seams.kernels, engine.get(), rank_of(seams));

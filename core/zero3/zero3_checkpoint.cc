@@ -10,7 +10,10 @@ namespace zero3 {
 
 std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
   std::vector<OptimizerSlot> shards;
-  for (const auto& state : states_) shards.push_back(state->slot);
+  for (const auto& state : states_) {
+    const auto host = [&](const Tensor& tensor) { return tensor.is_meta() ? tensor : kernels_.to_host(tensor); };
+    shards.push_back({host(state->slot.master), host(state->slot.exp_avg), host(state->slot.exp_avg_sq)});
+  }
   return shards;
 }
 
@@ -23,14 +26,18 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     const OptimizerSlot& loaded = shards[id];
     ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
                 "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
-    // Copies: several ranks of one process may load from the same tensors.
-    state.slot = {loaded.master.clone().reshape({ps}), loaded.exp_avg.clone().reshape({ps}),
-                  loaded.exp_avg_sq.clone().reshape({ps})};
+    // Copies onto the device: several ranks of one process may load from the same host tensors.
+    const auto upload = [&](const Tensor& host) {
+      Tensor copy = Tensor::zeros({ps}, DType::f32, device_);
+      kernels_.copy_from_host(host.reshape({ps}), copy);
+      return copy;
+    };
+    state.slot = {upload(loaded.master), upload(loaded.exp_avg), upload(loaded.exp_avg_sq)};
     if (bugs_.on(Bug::resume_without_optimizer_state)) {
-      state.slot.exp_avg = Tensor::zeros({ps});
-      state.slot.exp_avg_sq = Tensor::zeros({ps});
+      state.slot.exp_avg = Tensor::zeros({ps}, DType::f32, device_);
+      state.slot.exp_avg_sq = Tensor::zeros({ps}, DType::f32, device_);
     }
-    state.shard = state.slot.master.to_dtype(compute_dtype_);
+    state.shard = cast(kernels_, state.slot.master, compute_dtype_);
     ZERO3_CHECK(state.status != ParamStatus::inflight, "'" + state.param->name() + "' is in flight");
     // A gathered copy holds the old value; releasing it makes the next use gather the new one.
     if (state.status == ParamStatus::available) release(ctx, state, model_.root());

@@ -15,10 +15,11 @@
 
 namespace zero3 {
 
-Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
-                         BugInjections bugs)
-    : model_(model), comm_(comm), allocator_(allocator), config_(config), bugs_(bugs),
-      compute_dtype_(config.bf16 ? DType::bf16 : DType::f32), device_(model.device()) {
+Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, Kernels& kernels,
+                         const TrainConfig& config, BugInjections bugs)
+    : model_(model), comm_(comm), allocator_(allocator), kernels_(kernels), config_(config), bugs_(bugs),
+      compute_dtype_(config.bf16 ? DType::bf16 : DType::f32),
+      device_(model.device().kind == DeviceKind::meta ? Device::meta : kernels.device()) {
   const int world = comm_.world();
   for (Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");
@@ -26,9 +27,11 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     auto state = std::make_unique<ParamState>();
     state->param = param;
     state->numel = param->numel();
-    state->slot = make_optimizer_slot(make_shard(param->data.to_dtype(DType::f32).reshape({param->numel()}), world,
-                                                 comm_.rank()));
-    state->shard = state->slot.master.to_dtype(compute_dtype_);
+    // The model was initialised on the host; this rank's part of it moves to the device.
+    const Tensor host_shard =
+        make_shard(cpu_kernels(), param->data.to_dtype(DType::f32).reshape({param->numel()}), world, comm_.rank());
+    state->slot = make_optimizer_slot(kernels_, kernels_.to_device(host_shard));
+    state->shard = cast(kernels_, state->slot.master, compute_dtype_);
     state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);
     state->persistent = state->numel <= config_.zero.persistence_threshold;
     const int64_t shard_elements = state->grad_shard.numel();
@@ -78,7 +81,7 @@ const OptimizerSlot& Zero3Engine::slot(const Parameter& param) const { return st
 Tensor Zero3Engine::placeholder(const ParamState&) const {
   // DeepSpeed's representation of a released parameter: an empty tensor. Raw handles see the
   // configured policy instead (raw_access).
-  return Tensor::zeros({0}, compute_dtype_);
+  return Tensor::zeros({0}, compute_dtype_, data_device());
 }
 
 TransitionSite Zero3Engine::site(const ParamState& state, const std::string& module) const {
@@ -140,7 +143,7 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
   }
-  pending->layout.pack_shards(shards, pending->send);
+  pending->layout.pack_shards(kernels_, shards, pending->send);
   pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, phase_.c_str()));
   counters_.gathers++;
@@ -152,7 +155,7 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
   for (size_t i = 0; i < pending.params.size(); ++i) {
     ParamState& state = *pending.params[i];
     Tensor full = Tensor::zeros({state.numel}, compute_dtype_, device_);
-    pending.layout.unpack_full(pending.world_buffer, i, full);
+    pending.layout.unpack_full(kernels_, pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;
     move_status(state, ParamStatus::available, "<gather>");
@@ -362,8 +365,12 @@ Tensor Zero3Engine::raw_access(Context& ctx, Parameter& param) {
   const ParamState& state = *states_[param.id()];
   if (state.status == ParamStatus::available) return state.full;
   switch (config_.zero.placeholder) {
-    case PlaceholderPolicy::empty: return Tensor::zeros({0}, compute_dtype_);
-    case PlaceholderPolicy::scalar: return Tensor::full({1}, 1.0f, compute_dtype_);
+    case PlaceholderPolicy::empty: return Tensor::zeros({0}, compute_dtype_, data_device());
+    case PlaceholderPolicy::scalar: {
+      Tensor one = Tensor::zeros({1}, compute_dtype_, data_device());
+      ctx.kernels().fill(one, 1.0f);
+      return one;
+    }
     case PlaceholderPolicy::error: break;
   }
   const std::string module = ctx.module_stack().empty() ? "<none>" : ctx.module_stack().back()->display_name();

@@ -6,7 +6,7 @@
 //
 // The engine is the Context's ModuleHooks: the model's forward does not know it is sharded.
 //
-//   Zero3Engine engine(model, comm, allocator, config);
+//   Zero3Engine engine(model, comm, allocator, kernels, config);
 //   Context ctx(kernels, &engine, comm.rank());
 //   StepStats stats = engine.train_step(ctx, data, step);
 #pragma once
@@ -55,7 +55,9 @@ class EngineObserver {
 
 class Zero3Engine : public ModuleHooks, public Trainer {
  public:
-  Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, const TrainConfig& config,
+  // Tensors live on kernels.device(): shards, buffers, gathered parameters and gradients; the
+  // host sees only what checkpoint_shards() and full_state() copy back.
+  Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, Kernels& kernels, const TrainConfig& config,
               BugInjections bugs = {});
   ~Zero3Engine() override;
 
@@ -63,12 +65,15 @@ class Zero3Engine : public ModuleHooks, public Trainer {
 
   // train_step in its phases, for drivers that run forward and backward themselves (trace
   // replay): begin_step, then per micro-step begin_micro_step, forward, begin_backward,
-  // backward, end_micro_step; then end_step with the sum of the micro-step losses.
+  // backward, record_micro_loss, end_micro_step; then end_step (a driver that records no loss
+  // reports 0).
   void begin_step(Context& ctx, int64_t step);
   void begin_micro_step(Context& ctx);
   void begin_backward() { phase_ = "backward"; }
   void end_micro_step(Context& ctx);
-  StepStats end_step(Context& ctx, double loss_sum);
+  // Keeps one micro-step's loss on the device; end_step averages them (one host read per step).
+  void record_micro_loss(Context& ctx, const Tensor& loss);
+  StepStats end_step(Context& ctx);
 
   void pre_forward(Context& ctx, Module& module) override;
   void post_forward(Context& ctx, Module& module) override;
@@ -134,6 +139,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   void optimizer_step(Context& ctx, int64_t step, float clip);
 
   Tensor placeholder(const ParamState& state) const;
+  // Where placeholders live: the device, or the host in a shape-only (meta) replay, as before.
+  Device data_device() const { return device_ == Device::meta ? Device::cpu : device_; }
   TransitionSite site(const ParamState& state, const std::string& module) const;
   CallSite call_site(const std::string& module, const std::vector<ParamState*>& params, const char* phase) const;
   void account_live(int64_t delta);
@@ -142,12 +149,15 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   Model& model_;
   Communicator& comm_;
   Allocator& allocator_;
+  Kernels& kernels_;
   TrainConfig config_;
   BugInjections bugs_;
   DType compute_dtype_;
   Device device_ = Device::cpu;  // meta: shape-only replay, no data anywhere
   int64_t step_ = 0;
   std::string phase_ = "forward";
+  Tensor micro_losses_;  // f32 [gradient_accumulation_steps] on the device, this step's losses
+  int64_t micro_losses_recorded_ = 0;
 
   std::vector<std::unique_ptr<ParamState>> states_;                 // by parameter id
   std::map<const Module*, std::vector<ParamState*>> externals_;      // registered external uses

@@ -14,23 +14,32 @@ namespace zero3 {
 
 StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t step) {
   begin_step(ctx, step);
-  double loss_sum = 0.0;
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
     begin_micro_step(ctx);
     const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
     Var loss = model_.loss(ctx, batch);
-    loss_sum += loss.value().item();
+    record_micro_loss(ctx, loss.value());
     begin_backward();
     backward(ctx, loss);
     end_micro_step(ctx);
   }
-  return end_step(ctx, loss_sum);
+  return end_step(ctx);
 }
 
 void Zero3Engine::begin_step(Context& ctx, int64_t step) {
   step_ = step;
   ctx.set_step(step);
   trace_.begin_step();
+  micro_losses_ = Tensor::zeros({config_.gradient_accumulation_steps}, DType::f32, device_);
+  micro_losses_recorded_ = 0;
+}
+
+void Zero3Engine::record_micro_loss(Context& ctx, const Tensor& loss) {
+  ZERO3_CHECK(micro_losses_recorded_ < micro_losses_.numel(), "more micro-step losses than accumulation steps");
+  if (!loss.is_meta() && !micro_losses_.is_meta()) {
+    ctx.kernels().copy_segments(loss, micro_losses_, {{.from = 0, .to = micro_losses_recorded_, .count = 1}});
+  }
+  ++micro_losses_recorded_;
 }
 
 void Zero3Engine::begin_micro_step(Context& ctx) {
@@ -38,17 +47,18 @@ void Zero3Engine::begin_micro_step(Context& ctx) {
   phase_ = "forward";
 }
 
-StepStats Zero3Engine::end_step(Context& ctx, double loss_sum) {
+StepStats Zero3Engine::end_step(Context& ctx) {
   const int64_t gas = config_.gradient_accumulation_steps;
   for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
   phase_ = "step";
   StepStats stats;
   stats.step = step_;
-  // Same arithmetic as the DDP reference: the mean over ranks, summed in rank order.
+  // Same arithmetic as the DDP reference: the micro-step mean (summed in double), then the mean
+  // over ranks, summed in rank order. A driver that recorded no loss reports 0.
   Tensor loss = Tensor::zeros({}, DType::f32, device_);
-  if (device_ == Device::cpu) loss.data()[0] = static_cast<float>(loss_sum / static_cast<double>(gas));
+  if (!loss.is_meta() && micro_losses_recorded_ > 0) ctx.kernels().average(micro_losses_, loss);
   comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step_, .phase = "loss"});
-  stats.loss = device_ == Device::cpu ? loss.item() / static_cast<double>(comm_.world()) : 0.0;
+  stats.loss = loss.is_meta() ? 0.0 : ctx.kernels().to_host(loss).item() / static_cast<double>(comm_.world());
   stats.grad_norm = global_grad_norm(step_);
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   optimizer_step(ctx, step_, stats.clip);
@@ -121,12 +131,12 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   for (const ParamState* state : reduce_bucket_) {
     entries.push_back({.param_id = state->param->id(), .numel = state->numel});
     const Tensor grad = ctx.param_grad(*state->param);
-    grads.push_back(grad.defined() ? grad.to_dtype(DType::f32).reshape({state->numel}) : Tensor());
+    grads.push_back(grad.defined() ? cast(ctx.kernels(), grad, DType::f32).reshape({state->numel}) : Tensor());
   }
   const BucketLayout layout(entries, comm_.world());
   Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
   const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
-  layout.pack_full(grads, world_buffer, padding);
+  layout.pack_full(ctx.kernels(), grads, world_buffer, padding);
   // Packed into the send buffer, the full gradients are dropped before the collective runs.
   grads.clear();
   for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
@@ -135,7 +145,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   counters_.reduce_scatters++;
   for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
     ParamState& state = *reduce_bucket_[i];
-    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(block, i), comm_.world());
+    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(ctx.kernels(), block, i), comm_.world());
     if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
     state.reduced = true;
   }
@@ -178,13 +188,14 @@ float Zero3Engine::global_grad_norm(int64_t step) {
   // The canonical norm (optimizer.h): this rank's partial over its shards in id order, rounded
   // to f32, then one all-reduce that adds the partials in rank order.
   Tensor total = Tensor::zeros({}, DType::f32, device_);
-  if (device_ == Device::cpu) {
-    double partial = 0.0;
-    for (const auto& state : states_) partial += sum_of_squares(state->grad_shard.values());
-    total.data()[0] = static_cast<float>(partial);
+  if (!total.is_meta()) {
+    std::vector<TensorRange> parts;
+    for (const auto& state : states_) parts.push_back({&state->grad_shard, 0, state->grad_shard.numel()});
+    kernels_.sum_of_squares_into(parts, total, 0);
   }
   comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
-  return device_ == Device::cpu ? std::sqrt(total.item()) : 0.0f;
+  // Clipping needs the norm on the host: the second and last host sync of the step.
+  return total.is_meta() ? 0.0f : std::sqrt(kernels_.to_host(total).item());
 }
 
 void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
@@ -192,8 +203,8 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
     adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, coefficients);
-    state->shard = state->slot.master.to_dtype(compute_dtype_);
-    if (device_ == Device::cpu) ctx.kernels().fill(state->grad_shard, 0.0f);
+    state->shard = cast(ctx.kernels(), state->slot.master, compute_dtype_);
+    if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available) {
       release(ctx, *state, model_.root());  // its full value is stale now
       persistent.push_back(state.get());
@@ -211,12 +222,13 @@ std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
   for (const auto& state : states_) {
     const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
     auto gather = [&](const Tensor& shard) {
-      Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()});
+      Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()}, DType::f32, device_);
       comm_.all_gather(shard, world_buffer,
                        {.module = "", .params = {state->param->name()}, .step = step, .phase = "gather_state"});
-      Tensor full = Tensor::zeros({state->numel});
-      layout.unpack_full(world_buffer, 0, full);
-      return full.reshape(state->param->shape());
+      Tensor full = Tensor::zeros({state->numel}, DType::f32, device_);
+      layout.unpack_full(kernels_, world_buffer, 0, full);
+      // Host copies: full states feed checkpoints and comparisons, outside the step.
+      return (full.is_meta() ? full : kernels_.to_host(full)).reshape(state->param->shape());
     };
     fulls.push_back({gather(state->slot.master), gather(state->slot.exp_avg), gather(state->slot.exp_avg_sq)});
   }
