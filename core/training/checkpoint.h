@@ -5,7 +5,8 @@
 // Layout of DIR:
 //   metadata.json      {"zero3_checkpoint": 1, "world", "step" (optimizer steps taken), "seed",
 //                       "model" (the resolved spec), "train_config", "parameters" (id, name, shape,
-//                       numel, shard_numel, owner), "ties", "shard_files" (rank, file, bytes, fnv1a)}
+//                       numel, shard_numel, owner), "ties", "shard_files" (rank, file, bytes, fnv1a),
+//                       "metadata_fnv1a" (FNV-1a of the compact JSON dump of every other key)}
 //   rank_00000.bin ... a 28-byte header (magic "ZERO3SHD", u32 version, u32 rank, u32 world,
 //                       u64 parameter count), then for every parameter in id order its master,
 //                       exp_avg and exp_avg_sq shards: shard_numel f32 each, little-endian, the
@@ -29,7 +30,7 @@
 
 namespace zero3 {
 
-inline constexpr int64_t kCheckpointVersion = 1;
+inline constexpr int64_t kCheckpointVersion = 2;
 inline constexpr int64_t kShardHeaderBytes = 28;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
 
@@ -100,8 +101,8 @@ struct Checkpoint {
   std::vector<OptimizerSlot> full;  // full f32 master weights and moments by id, in parameter shapes
 };
 
-// Reads and validates a checkpoint on its own terms: metadata version and schema, the parameter
-// table, every shard file's size, header and checksum. Every problem is an InputError naming the
+// Reads and validates a checkpoint on its own terms: metadata version, schema and checksum, the
+// parameter table, every shard file's size, header and checksum. Every problem is an InputError naming the
 // file, the JSON path where there is one, and what was expected. This is `consolidate`: the full
 // state of every parameter, whatever world size saved it.
 Checkpoint read_checkpoint(const std::string& dir);

@@ -245,7 +245,15 @@ TEST_F(BrokenCheckpointTest, ANewerFormatVersionIsRefusedAsNewer) {
   nlohmann::json json = metadata();
   json["zero3_checkpoint"] = 99;
   write_file(dir("ckpt") + "/metadata.json", json.dump());
-  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 1", "newer", "99"});
+  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 2", "newer", "99"});
+}
+
+TEST_F(BrokenCheckpointTest, AVersionOneCheckpointIsRefusedForItsUncheckedMetadata) {
+  nlohmann::json json = metadata();
+  json["zero3_checkpoint"] = 1;
+  json.erase("metadata_fnv1a");
+  write_file(dir("ckpt") + "/metadata.json", json.dump());
+  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 2", "no checksum"});
 }
 
 TEST_F(BrokenCheckpointTest, AShardHeaderWithAnotherWorldSizeIsRefused) {
@@ -269,6 +277,29 @@ TEST_F(BrokenCheckpointTest, MalformedMetadataNamesTheJsonPath) {
   json["shard_files"][0]["file"] = "../elsewhere.bin";
   write_file(dir("ckpt") + "/metadata.json", json.dump());
   expect_mentions(error_of_load(), {"/shard_files/0/file", "rank_00000.bin"});
+}
+
+TEST_F(BrokenCheckpointTest, AnEditedStepInMetadataIsAChecksumErrorNamingTheFileAndTheExpectedChecksum) {
+  const std::string path = dir("ckpt") + "/metadata.json";
+  std::string text = read_file(path);
+  const size_t step = text.find("\"step\": 7");
+  ASSERT_NE(step, std::string::npos) << text;
+  text.replace(step, 9, "\"step\": 8");  // well-formed, so only a checksum of the metadata can tell
+  write_file(path, text);
+  nlohmann::json edited = nlohmann::json::parse(text);
+  const std::string stored = edited.value("metadata_fnv1a", std::string("(no checksum in the file)"));
+  edited.erase("metadata_fnv1a");
+  Fnv1a canonical;
+  canonical.add_string(edited.dump());
+  const std::string error = error_of_load();
+  expect_mentions(error, {path, "/metadata_fnv1a", "expected " + hex64(canonical.value()), stored});
+  EXPECT_EQ(load_error([&] { read_checkpoint_manifest(dir("ckpt")); }), error);
+}
+
+TEST_F(BrokenCheckpointTest, ReindentedMetadataStillLoads) {
+  // The checksum covers the JSON values, not their layout, so formatting the file is no damage.
+  write_file(dir("ckpt") + "/metadata.json", metadata().dump(4));
+  EXPECT_EQ(load_checkpoint(dir("ckpt"), *built_.model).manifest.step, 7);
 }
 
 constexpr const char* kTwoLinears = R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
