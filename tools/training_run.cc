@@ -152,7 +152,10 @@ void write_failure_report(const TrainOptions& options, const std::exception& err
   }
 }
 
-TrainOutcome train_and_report(const TrainOptions& options) {
+TrainOutcome train_and_report(const TrainOptions& requested) {
+  TrainOptions options = requested;
+  // Once for the whole run, which reads the checkpoint several times: one fallback warning at most.
+  if (!options.load_checkpoint.empty()) options.load_checkpoint = checkpoint_dir_to_read(options.load_checkpoint);
   std::vector<std::string> warnings;
   const TrainConfig config = resolve_train_config(options, &warnings);
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());

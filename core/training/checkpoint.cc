@@ -419,7 +419,8 @@ nlohmann::json read_metadata_json(const std::string& dir) {
 
 }  // namespace
 
-CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+CheckpointManifest read_checkpoint_manifest(const std::string& requested_dir) {
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   const nlohmann::json json = read_metadata_json(dir);
   const JsonReader root(json, join_path(dir, kCheckpointMetadataFile));
   CheckpointManifest manifest = read_manifest(root);
@@ -427,7 +428,8 @@ CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
   return manifest;
 }
 
-Checkpoint read_checkpoint(const std::string& dir) {
+Checkpoint read_checkpoint(const std::string& requested_dir) {
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   const std::string metadata_path = join_path(dir, kCheckpointMetadataFile);
   const nlohmann::json json = read_metadata_json(dir);
   const JsonReader root(json, metadata_path);
@@ -450,7 +452,9 @@ Checkpoint read_checkpoint(const std::string& dir) {
   return checkpoint;
 }
 
-Checkpoint load_checkpoint(const std::string& dir, const Model& model) {
+Checkpoint load_checkpoint(const std::string& requested_dir, const Model& model) {
+  // Resolved here as well, so that errors name the metadata file that was read.
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   Checkpoint checkpoint = read_checkpoint(dir);
   const std::string file = join_path(dir, kCheckpointMetadataFile);
   const CheckpointManifest expected = manifest_of(model, 1, 0, 0, {}, {});

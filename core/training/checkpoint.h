@@ -68,7 +68,8 @@ int64_t shard_file_bytes(const CheckpointManifest& manifest);
 
 // Saving. A save never destroys the checkpoint it replaces: the files go to a staging folder beside
 // the destination (DIR.saving), and only a complete checkpoint is moved in place (the old one is
-// renamed DIR.previous for that moment, then removed). Anything else in DIR or DIR.saving is the
+// renamed DIR.previous for that moment, then removed; a load that finds no DIR reads DIR.previous,
+// so a kill at any point leaves a checkpoint to load). Anything else in DIR or DIR.saving is the
 // user's: the save is refused before training starts.
 //   prepare_checkpoint_save(dir);                                 // once, before any rank writes
 //   write_shard_file(checkpoint_staging_dir(dir), manifest, rank, shards);   // every rank
@@ -78,8 +79,19 @@ std::string checkpoint_staging_dir(const std::string& dir);
 // InputError naming the file when `dir` or its staging folder holds anything but a checkpoint's
 // files; then an empty staging folder (a killed save's leftovers removed).
 void prepare_checkpoint_save(const std::string& dir);
-// Moves the complete staging folder to `dir`, replacing the checkpoint there.
+// Moves the complete staging folder to `dir`, replacing the checkpoint there: the two steps below.
 void publish_checkpoint(const std::string& dir);
+// Where the replaced checkpoint waits while the new one moves in: DIR.previous.
+std::string checkpoint_previous_dir(const std::string& dir);
+// Publishing's first step: the checkpoint in `dir` becomes DIR.previous. Without a `dir` (a kill
+// after this step left none) DIR.previous is kept: it is the one complete checkpoint.
+void set_aside_published_checkpoint(const std::string& dir);
+// Publishing's second step: the staging folder becomes `dir`, then DIR.previous is removed.
+void move_staged_checkpoint_in_place(const std::string& dir);
+// The folder a load of `dir` reads: `dir`, or DIR.previous, with a warning on stderr, when a kill
+// between publishing's two steps left no `dir`. The loads below call it; DIR.previous is then
+// validated like any checkpoint.
+std::string checkpoint_dir_to_read(const std::string& dir);
 // Removes the staging folder, whatever it holds; `dir` is left as it was.
 void abandon_checkpoint_save(const std::string& dir);
 

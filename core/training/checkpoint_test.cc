@@ -380,6 +380,70 @@ TEST_F(CheckpointTest, AKilledSavesStagingFolderIsClearedByTheNextSave) {
   EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"ckpt"});
 }
 
+// A save stopped where a kill between publish's two renames stops it: the old checkpoint set aside
+// as DIR.previous, the new one complete in the staging folder, and no DIR.
+void save_killed_between_the_renames(const std::string& path, const CheckpointManifest& saved,
+                                     const std::vector<OptimizerSlot>& full) {
+  prepare_checkpoint_save(path);
+  for (int rank = 0; rank < saved.world; ++rank) {
+    write_shard_file(checkpoint_staging_dir(path), saved, rank, shard_state(full, saved.world, rank));
+  }
+  write_metadata(checkpoint_staging_dir(path), saved);
+  set_aside_published_checkpoint(path);
+}
+
+class KilledPublishTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    CheckpointTest::SetUp();
+    path_ = dir("ckpt");
+    save_checkpoint(path_, manifest(built_, 4), full_);  // step 7
+    CheckpointManifest next = manifest(built_, 4);
+    next.step = 8;
+    save_killed_between_the_renames(path_, next, full_);
+    ASSERT_FALSE(fs::exists(path_));
+    ASSERT_TRUE(fs::exists(checkpoint_previous_dir(path_)));
+  }
+  // The load's result and what it said on stderr.
+  std::pair<int64_t, std::string> step_and_warning_of_load() {
+    ::testing::internal::CaptureStderr();
+    const int64_t step = load_checkpoint(path_, *built_.model).manifest.step;
+    return {step, ::testing::internal::GetCapturedStderr()};
+  }
+
+  BuiltModel built_ = initialized("mlp-tiny");
+  std::vector<OptimizerSlot> full_ = full_state(*built_.model);
+  std::string path_;
+};
+
+TEST_F(KilledPublishTest, ALoadFallsBackToTheSetAsideCheckpointWithAWarning) {
+  const auto [step, warning] = step_and_warning_of_load();
+  EXPECT_EQ(step, 7);
+  expect_mentions(warning, {"warning", path_, "missing", checkpoint_previous_dir(path_)});
+  EXPECT_EQ(read_checkpoint_manifest(path_).step, 7);
+}
+
+TEST_F(KilledPublishTest, ACorruptSetAsideCheckpointIsStillRefused) {
+  const std::string shard = checkpoint_previous_dir(path_) + "/" + shard_file_name(2);
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() / 2] ^= 0x01;
+  write_file(shard, bytes);
+  ::testing::internal::CaptureStderr();
+  expect_mentions(load_error([&] { load_checkpoint(path_, *built_.model); }), {shard, "checksum"});
+  ::testing::internal::GetCapturedStderr();
+}
+
+TEST_F(KilledPublishTest, TheNextSaveKeepsTheSetAsideCheckpointUntilItsOwnIsInPlace) {
+  CheckpointManifest next = manifest(built_, 2);
+  next.step = 9;
+  // Killed again at the same point: DIR.previous is still the only complete checkpoint, so it stays.
+  save_killed_between_the_renames(path_, next, full_);
+  EXPECT_EQ(step_and_warning_of_load().first, 7);
+  save_checkpoint(path_, next, full_);
+  EXPECT_EQ(step_and_warning_of_load(), (std::pair<int64_t, std::string>{9, ""}));
+  EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"ckpt"});
+}
+
 TEST(CheckpointSteps, AResumedRunNeedsStepsLeftAndASaveStepItTakes) {
   EXPECT_NO_THROW(check_checkpoint_steps("ckpt", 3, 5, 0));
   EXPECT_NO_THROW(check_checkpoint_steps("ckpt", 3, 5, 4));
