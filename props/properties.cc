@@ -44,8 +44,7 @@ bool is_collective_report(const std::exception_ptr& error) {
 
 // Empty when equal; otherwise why not. A failed reference is a harness bug: it must only
 // generate cases the unsharded reference can train.
-std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3,
-                                       const DistributedRunResult& reference) {
+std::string differences_between_runs(const DistributedRunResult& zero3, const DistributedRunResult& reference) {
   if (!reference.sim.all_ok()) return "the DDP reference itself failed, " + root_cause_text(reference.sim);
   const StateComparison comparison = compare_runs(zero3, reference);
   if (comparison.bitwise_equal) return "";
@@ -54,7 +53,7 @@ std::string differences_from_reference(const FuzzCase& fuzz_case, const Distribu
 }
 
 std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3) {
-  return differences_from_reference(fuzz_case, zero3, run_distributed(reference_options(fuzz_case)));
+  return differences_between_runs(zero3, run_distributed(reference_options(fuzz_case)));
 }
 
 // A fresh folder under the system's temp folder, removed with all it holds when done.
@@ -80,8 +79,7 @@ class ScratchFolder {
 };
 
 // Two full states (master weights and moments by id) bit for bit; empty when equal.
-std::string state_differences(const FuzzCase& fuzz_case, std::vector<OptimizerSlot> actual,
-                              std::vector<OptimizerSlot> expected) {
+std::string state_differences(std::vector<OptimizerSlot> actual, std::vector<OptimizerSlot> expected) {
   DistributedRunResult a, b;
   a.final_state = std::move(actual);
   b.final_state = std::move(expected);
@@ -111,7 +109,7 @@ ClassifiedRun classify_run(const FuzzCase& fuzz_case) {
     return {typed ? RunOutcome::specific_error : RunOutcome::unspecific_error, root_cause_text(zero3.sim)};
   }
   const DistributedRunResult reference = run_distributed(reference_options(fuzz_case));
-  const std::string differences = differences_from_reference(fuzz_case, zero3, reference);
+  const std::string differences = differences_between_runs(zero3, reference);
   if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences};
   return {differences.empty() ? RunOutcome::equal : RunOutcome::silent_mismatch, differences};
 }
@@ -160,7 +158,7 @@ Verdict check_collective_agreement(const FuzzCase& fuzz_case) {
   const DistributedRunResult diverged = run_distributed(run_options(fuzz_case));
   if (diverged.sim.all_ok()) {
     // Routing may agree on every rank; then the run is SPMD after all and must be exact.
-    const std::string differences = differences_from_reference(fuzz_case, diverged, reference);
+    const std::string differences = differences_between_runs(diverged, reference);
     if (!differences.empty()) {
       return fail("the rank-divergent run completed without a collective report, with corrupted state: " +
                   differences);
@@ -183,7 +181,7 @@ Verdict check_collective_agreement(const FuzzCase& fuzz_case) {
   with_leaf.config.zero.leaf_modules = {"moe"};
   const DistributedRunResult leaf = run_distributed(run_options(with_leaf));
   if (!leaf.sim.all_ok()) return fail("with zero3_leaf_modules [\"moe\"] the run failed, " + root_cause_text(leaf.sim));
-  const std::string differences = differences_from_reference(with_leaf, leaf, reference);
+  const std::string differences = differences_between_runs(leaf, reference);
   if (!differences.empty()) return fail("with zero3_leaf_modules [\"moe\"]: " + differences);
   return {};
 }
@@ -228,12 +226,12 @@ Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
     return fail("ZeRO-3 failed in the run that saves at " + at_k + ", " + root_cause_text(uninterrupted.sim));
   }
   const DistributedRunResult reference = run_distributed(reference_saving);
-  std::string differences = differences_from_reference(fuzz_case, uninterrupted, reference);
+  std::string differences = differences_between_runs(uninterrupted, reference);
   if (!differences.empty()) return fail("the run that saved at " + at_k + ": " + differences);
 
   // Consolidation: the sharded checkpoint, rewritten whole, holds the reference's state at step k.
   consolidate_checkpoint(scratch / "zero3", scratch / "consolidated");
-  differences = state_differences(fuzz_case, read_checkpoint(scratch / "consolidated").full,
+  differences = state_differences(read_checkpoint(scratch / "consolidated").full,
                                   read_checkpoint(scratch / "reference").full);
   if (!differences.empty()) {
     return fail("the consolidated checkpoint differs from the DDP reference at " + at_k + " (" + differences + ")");
@@ -249,7 +247,7 @@ Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case) {
   const std::string resumed_on = "resumed at " + at_k + " on W=" + std::to_string(plan.resume_world);
   const DistributedRunResult resumed = run_distributed(zero3_resuming);
   if (!resumed.sim.all_ok()) return fail("ZeRO-3 " + resumed_on + " failed, " + root_cause_text(resumed.sim));
-  differences = differences_from_reference(resumed_case, resumed, run_distributed(reference_resuming));
+  differences = differences_between_runs(resumed, run_distributed(reference_resuming));
   if (!differences.empty()) return fail("ZeRO-3 " + resumed_on + ": " + differences);
   if (plan.resume_world == fuzz_case.world) {
     DistributedRunResult later_steps = uninterrupted;

@@ -68,7 +68,8 @@ DistributedRunResult from_step(DistributedRunResult result, int64_t first_step) 
 }
 
 void expect_bitwise_equal(const DistributedRunResult& a, const DistributedRunResult& b, const std::string& model,
-                          const std::string& what) {
+                          const std::string& what_run) {
+  const std::string what = model + ", " + what_run;
   ASSERT_FALSE(a.steps.empty()) << what;
   ASSERT_EQ(a.steps.size(), b.steps.size()) << what;
   EXPECT_EQ(a.steps.front().step, b.steps.front().step) << what;

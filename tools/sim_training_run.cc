@@ -61,14 +61,18 @@ std::string hash_state(const std::vector<OptimizerSlot>& state) {
   return hex64(hash.value());
 }
 
-void fail_run(const DistributedRunResult& result) {
+// Ends the CLI run with the root cause's own error, so that its type (deadlock, mismatch, out of
+// memory...) reaches the exit code and the report; the summary printed first says it was simulated.
+[[noreturn]] void fail_run(const DistributedRunResult& result) {
   std::printf("%s\n", result.sim.summary().c_str());
-  const int code = result.sim.exit_code();
-  const std::string message = "simulated run failed: " + result.sim.root_cause();
-  if (code == kExitLiveness) throw LivenessError(message);
-  if (code == kExitBackend) throw BackendError(message);
-  if (code == kExitBadInput) throw InputError(message);
-  throw CorrectnessError(message);
+  const RankOutcome& root = result.sim.ranks.at(static_cast<size_t>(result.sim.root_cause_rank));
+  try {
+    std::rethrow_exception(root.exception);
+  } catch (const Zero3Error&) {
+    throw;
+  } catch (...) {
+    throw CorrectnessError("simulated run failed: " + result.sim.root_cause());
+  }
 }
 
 // The single-process reference on the global batch: equal to the sharded run within tolerance only,

@@ -28,7 +28,9 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_flag("--bf16", options.bf16, "bf16 compute with f32 master weights");
   command.add_option("--data", options.data_file, "train a GPT on this file's bytes instead of synthetic data")
       ->check(CLI::ExistingFile);
-  command.add_option("--report", options.report_path, "write a JSON summary here (atomically)");
+  command.add_option("--report", options.report_path,
+                     "write a JSON summary here (atomically); a failed run writes one too, with status, "
+                     "exit_code and failure {class, kind, message}");
   command.add_option("--record", options.record_path, "write a trace of the run here (traces/FORMAT.md; sim backend)");
   command.add_option("--faults", options.faults, "sim fault kinds: late,reorder,stall,crash,alloc or all");
   command.add_flag("--check", options.check,

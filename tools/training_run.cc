@@ -15,6 +15,7 @@
 #include "core/models/model_zoo.h"
 #include "core/training/resume_differences.h"
 #include "core/zero3/rank_program.h"
+#include "tools/failure_kind.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
 
@@ -122,7 +123,39 @@ void warn_about_resume_differences(const std::string& dir, const CheckpointManif
   }
 }
 
-TrainOutcome run_training(const TrainOptions& options) {
+namespace {
+
+// Indented, and with any invalid UTF-8 in error texts or names replaced rather than thrown on.
+void write_report(const std::string& path, const nlohmann::json& report) {
+  write_file_atomically(path, report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+// Which run this was, in every report, whatever its outcome.
+nlohmann::json run_identity_json(const TrainOptions& options) {
+  return {{"zero3_report", 1},          {"backend", options.backend}, {"model", options.model},
+          {"seed", options.seed},       {"ranks", options.ranks},     {"steps", options.steps},
+          {"replay", replay_command(options)}};
+}
+
+void write_failure_report(const TrainOptions& options, const std::exception& error) {
+  const int exit_code = failure_exit_code(error);
+  nlohmann::json report = run_identity_json(options);
+  report["status"] = "failed";
+  report["exit_code"] = exit_code;
+  report["failure"] = {{"class", exit_class_name(exit_code)}, {"kind", failure_kind(error)}, {"message", error.what()}};
+  try {
+    write_report(options.report_path, report);
+    std::printf("  report of the failure written to %s\n", options.report_path.c_str());
+  } catch (const std::exception& write_error) {
+    // The run's own error decides the exit code; this one is only said.
+    std::fprintf(stderr, "warning: the failure report was not written: %s\n", write_error.what());
+  }
+}
+
+TrainOutcome train_and_report(const TrainOptions& requested) {
+  TrainOptions options = requested;
+  // Once for the whole run, which reads the checkpoint several times: one fallback warning at most.
+  if (!options.load_checkpoint.empty()) options.load_checkpoint = checkpoint_dir_to_read(options.load_checkpoint);
   std::vector<std::string> warnings;
   const TrainConfig config = resolve_train_config(options, &warnings);
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
@@ -156,10 +189,23 @@ TrainOutcome run_training(const TrainOptions& options) {
   if (!options.report_path.empty()) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
     report.update(outcome.backend_report);
-    write_file_atomically(options.report_path, report.dump(2) + "\n");
+    write_report(options.report_path, report);
     std::printf("  report written to %s\n", options.report_path.c_str());
   }
   return outcome;
+}
+
+}  // namespace
+
+// A failed run writes its report too: CI reads the file, and a missing one, or an earlier run's
+// left in place, would hide what went wrong.
+TrainOutcome run_training(const TrainOptions& options) {
+  try {
+    return train_and_report(options);
+  } catch (const std::exception& error) {
+    if (!options.report_path.empty()) write_failure_report(options, error);
+    throw;
+  }
 }
 
 nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome) {
@@ -169,13 +215,10 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
     losses.push_back(stats.loss);
     grad_norms.push_back(stats.grad_norm);
   }
-  nlohmann::json report = {
-      {"zero3_report", 1},
-      {"backend", options.backend},
-      {"model", options.model},
-      {"seed", options.seed},
-      {"ranks", options.ranks},
-      {"steps", options.steps},
+  nlohmann::json report = run_identity_json(options);
+  report.update({
+      {"status", "ok"},
+      {"exit_code", 0},
       {"parameter_count", outcome.parameter_count},
       {"data", outcome.data_description},
       {"config", train_config_to_json(config)},
@@ -185,8 +228,7 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
       {"timings",
        {{"total_s", outcome.seconds},
         {"step_ms_mean", 1000.0 * outcome.seconds / static_cast<double>(outcome.steps.size())}}},
-      {"replay", replay_command(options)},
-  };
+  });
   if (outcome.unigram_entropy_nats) report["unigram_entropy_nats"] = *outcome.unigram_entropy_nats;
   return report;
 }

@@ -27,6 +27,7 @@ constexpr char kShardMagic[8] = {'Z', 'E', 'R', 'O', '3', 'S', 'H', 'D'};
 constexpr uint32_t kShardVersion = 1;
 constexpr int kWorldMax = 1 << 16;
 constexpr int64_t kNumelMax = int64_t{1} << 40;
+constexpr const char* kMetadataChecksumKey = "metadata_fnv1a";
 
 std::string join_path(const std::string& dir, const std::string& file) { return (fs::path(dir) / file).string(); }
 
@@ -115,6 +116,15 @@ nlohmann::json manifest_to_json(const CheckpointManifest& manifest) {
           {"ties", ties}};
 }
 
+// The checksum metadata.json carries of itself: FNV-1a over the compact dump of every other value.
+// nlohmann's objects keep their keys sorted, so the dump is canonical and survives re-indenting.
+std::string metadata_checksum(nlohmann::json metadata) {
+  metadata.erase(kMetadataChecksumKey);
+  Fnv1a hash;
+  hash.add_string(metadata.dump());
+  return hex64(hash.value());
+}
+
 }  // namespace
 
 CheckpointManifest manifest_of(const Model& model, int world, int64_t step, uint64_t seed,
@@ -194,6 +204,7 @@ void write_metadata(const std::string& dir, const CheckpointManifest& manifest) 
   }
   nlohmann::json metadata = manifest_to_json(manifest);
   metadata["shard_files"] = files;
+  metadata[kMetadataChecksumKey] = metadata_checksum(metadata);
   write_file_atomically(join_path(dir, kCheckpointMetadataFile), metadata.dump(1) + "\n");
 }
 
@@ -271,12 +282,16 @@ CheckpointParam read_param(const JsonReader& entry, size_t id, int world) {
 }
 
 CheckpointManifest read_manifest(const JsonReader& root) {
-  root.expect_only_keys(
-      {"zero3_checkpoint", "world", "step", "seed", "model", "train_config", "parameters", "ties", "shard_files"});
+  root.expect_only_keys({"zero3_checkpoint", "world", "step", "seed", "model", "train_config", "parameters", "ties",
+                         "shard_files", kMetadataChecksumKey});
   const JsonReader version = root.at("zero3_checkpoint");
   if (version.as_int(1, INT64_MAX) > kCheckpointVersion) {
     version.fail("checkpoint format version " + std::to_string(kCheckpointVersion) +
                  " (this checkpoint was written by a newer zero3; upgrade to load it)");
+  }
+  if (version.as_int(1, INT64_MAX) < kCheckpointVersion) {
+    version.fail("checkpoint format version " + std::to_string(kCheckpointVersion) +
+                 " (version 1 metadata carries no checksum of its own, so its values cannot be trusted)");
   }
   CheckpointManifest manifest;
   manifest.world = static_cast<int>(root.at("world").as_int(1, kWorldMax));
@@ -362,6 +377,21 @@ void read_shard_file(const std::string& dir, const JsonReader& entry, const Chec
   }
 }
 
+// Last of the metadata's checks: a file that breaks the schema is reported by what is wrong with
+// it; a well-formed one whose values were changed after the save ("step": 2 edited to 3) only
+// by this checksum.
+void check_metadata_checksum(const JsonReader& root) {
+  const JsonReader stored = root.at(kMetadataChecksumKey);
+  const std::string got = stored.as_string();
+  if (got.size() != 16 || got.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    stored.fail("16 lowercase hex digits (an FNV-1a checksum)");
+  }
+  const std::string expected = metadata_checksum(root.json());
+  if (got == expected) return;
+  stored.fail(expected + ", the FNV-1a of the file's other values (they were changed after the save, or the file "
+              "is damaged)");
+}
+
 std::string describe_ties(const std::vector<CheckpointTie>& ties) {
   if (ties.empty()) return "no ties";
   std::string text;
@@ -389,12 +419,17 @@ nlohmann::json read_metadata_json(const std::string& dir) {
 
 }  // namespace
 
-CheckpointManifest read_checkpoint_manifest(const std::string& dir) {
+CheckpointManifest read_checkpoint_manifest(const std::string& requested_dir) {
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   const nlohmann::json json = read_metadata_json(dir);
-  return read_manifest(JsonReader(json, join_path(dir, kCheckpointMetadataFile)));
+  const JsonReader root(json, join_path(dir, kCheckpointMetadataFile));
+  CheckpointManifest manifest = read_manifest(root);
+  check_metadata_checksum(root);
+  return manifest;
 }
 
-Checkpoint read_checkpoint(const std::string& dir) {
+Checkpoint read_checkpoint(const std::string& requested_dir) {
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   const std::string metadata_path = join_path(dir, kCheckpointMetadataFile);
   const nlohmann::json json = read_metadata_json(dir);
   const JsonReader root(json, metadata_path);
@@ -407,6 +442,7 @@ Checkpoint read_checkpoint(const std::string& dir) {
   for (int rank = 0; rank < manifest.world; ++rank) {
     check_shard_entry(dir, files.at(static_cast<size_t>(rank)), manifest, rank);
   }
+  check_metadata_checksum(root);
   for (const CheckpointParam& param : manifest.params) {
     checkpoint.full.push_back({Tensor::zeros(param.shape), Tensor::zeros(param.shape), Tensor::zeros(param.shape)});
   }
@@ -416,7 +452,9 @@ Checkpoint read_checkpoint(const std::string& dir) {
   return checkpoint;
 }
 
-Checkpoint load_checkpoint(const std::string& dir, const Model& model) {
+Checkpoint load_checkpoint(const std::string& requested_dir, const Model& model) {
+  // Resolved here as well, so that errors name the metadata file that was read.
+  const std::string dir = checkpoint_dir_to_read(requested_dir);
   Checkpoint checkpoint = read_checkpoint(dir);
   const std::string file = join_path(dir, kCheckpointMetadataFile);
   const CheckpointManifest expected = manifest_of(model, 1, 0, 0, {}, {});

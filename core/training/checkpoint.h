@@ -5,7 +5,8 @@
 // Layout of DIR:
 //   metadata.json      {"zero3_checkpoint": 1, "world", "step" (optimizer steps taken), "seed",
 //                       "model" (the resolved spec), "train_config", "parameters" (id, name, shape,
-//                       numel, shard_numel, owner), "ties", "shard_files" (rank, file, bytes, fnv1a)}
+//                       numel, shard_numel, owner), "ties", "shard_files" (rank, file, bytes, fnv1a),
+//                       "metadata_fnv1a" (FNV-1a of the compact JSON dump of every other key)}
 //   rank_00000.bin ... a 28-byte header (magic "ZERO3SHD", u32 version, u32 rank, u32 world,
 //                       u64 parameter count), then for every parameter in id order its master,
 //                       exp_avg and exp_avg_sq shards: shard_numel f32 each, little-endian, the
@@ -29,7 +30,7 @@
 
 namespace zero3 {
 
-inline constexpr int64_t kCheckpointVersion = 1;
+inline constexpr int64_t kCheckpointVersion = 2;
 inline constexpr int64_t kShardHeaderBytes = 28;
 inline constexpr const char* kCheckpointMetadataFile = "metadata.json";
 
@@ -67,7 +68,8 @@ int64_t shard_file_bytes(const CheckpointManifest& manifest);
 
 // Saving. A save never destroys the checkpoint it replaces: the files go to a staging folder beside
 // the destination (DIR.saving), and only a complete checkpoint is moved in place (the old one is
-// renamed DIR.previous for that moment, then removed). Anything else in DIR or DIR.saving is the
+// renamed DIR.previous for that moment, then removed; a load that finds no DIR reads DIR.previous,
+// so a kill at any point leaves a checkpoint to load). Anything else in DIR or DIR.saving is the
 // user's: the save is refused before training starts.
 //   prepare_checkpoint_save(dir);                                 // once, before any rank writes
 //   write_shard_file(checkpoint_staging_dir(dir), manifest, rank, shards);   // every rank
@@ -77,8 +79,19 @@ std::string checkpoint_staging_dir(const std::string& dir);
 // InputError naming the file when `dir` or its staging folder holds anything but a checkpoint's
 // files; then an empty staging folder (a killed save's leftovers removed).
 void prepare_checkpoint_save(const std::string& dir);
-// Moves the complete staging folder to `dir`, replacing the checkpoint there.
+// Moves the complete staging folder to `dir`, replacing the checkpoint there: the two steps below.
 void publish_checkpoint(const std::string& dir);
+// Where the replaced checkpoint waits while the new one moves in: DIR.previous.
+std::string checkpoint_previous_dir(const std::string& dir);
+// Publishing's first step: the checkpoint in `dir` becomes DIR.previous. Without a `dir` (a kill
+// after this step left none) DIR.previous is kept: it is the one complete checkpoint.
+void set_aside_published_checkpoint(const std::string& dir);
+// Publishing's second step: the staging folder becomes `dir`, then DIR.previous is removed.
+void move_staged_checkpoint_in_place(const std::string& dir);
+// The folder a load of `dir` reads: `dir`, or DIR.previous, with a warning on stderr, when a kill
+// between publishing's two steps left no `dir`. The loads below call it; DIR.previous is then
+// validated like any checkpoint.
+std::string checkpoint_dir_to_read(const std::string& dir);
 // Removes the staging folder, whatever it holds; `dir` is left as it was.
 void abandon_checkpoint_save(const std::string& dir);
 
@@ -100,8 +113,8 @@ struct Checkpoint {
   std::vector<OptimizerSlot> full;  // full f32 master weights and moments by id, in parameter shapes
 };
 
-// Reads and validates a checkpoint on its own terms: metadata version and schema, the parameter
-// table, every shard file's size, header and checksum. Every problem is an InputError naming the
+// Reads and validates a checkpoint on its own terms: metadata version, schema and checksum, the
+// parameter table, every shard file's size, header and checksum. Every problem is an InputError naming the
 // file, the JSON path where there is one, and what was expected. This is `consolidate`: the full
 // state of every parameter, whatever world size saved it.
 Checkpoint read_checkpoint(const std::string& dir);

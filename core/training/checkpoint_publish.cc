@@ -1,6 +1,7 @@
 // Saving a checkpoint without ever destroying the previous one: every file is written into a
 // staging folder beside the destination, which replaces the destination only once it is complete
-// (see checkpoint.h, "Saving").
+// (see checkpoint.h, "Saving"); and finding the checkpoint to read when a kill interrupted that.
+#include <cstdio>
 #include <filesystem>
 
 #include "core/training/checkpoint.h"
@@ -57,16 +58,42 @@ void prepare_checkpoint_save(const std::string& dir) {
   if (error) throw InputError(staging + ": cannot create the staging directory: " + error.message());
 }
 
-void publish_checkpoint(const std::string& dir) {
-  const std::string staging = checkpoint_staging_dir(dir);
-  const std::string previous = sibling(dir, ".previous");
+std::string checkpoint_previous_dir(const std::string& dir) { return sibling(dir, ".previous"); }
+
+void set_aside_published_checkpoint(const std::string& dir) {
+  const std::string previous = checkpoint_previous_dir(dir);
   std::error_code error;
+  // No DIR: nothing to set aside, or a publish was killed after setting the old checkpoint aside.
+  // DIR.previous is then the only complete checkpoint, so it stays until the new one is in place.
+  if (!fs::exists(dir, error) && !error) return;
   fs::remove_all(previous, error);
-  // Between these two renames only `previous` holds a checkpoint; a crash there leaves it intact.
-  if (!error && fs::exists(dir)) fs::rename(dir, previous, error);
-  if (!error) fs::rename(staging, dir, error);
+  if (!error) fs::rename(dir, previous, error);
+  if (error) throw InputError(dir + ": cannot move the checkpoint there aside to " + previous + ": " + error.message());
+}
+
+void move_staged_checkpoint_in_place(const std::string& dir) {
+  const std::string staging = checkpoint_staging_dir(dir);
+  std::error_code error;
+  fs::rename(staging, dir, error);
   if (error) throw InputError(dir + ": cannot move the new checkpoint in place from " + staging + ": " + error.message());
-  fs::remove_all(previous, error);
+  fs::remove_all(checkpoint_previous_dir(dir), error);
+}
+
+std::string checkpoint_dir_to_read(const std::string& dir) {
+  std::error_code error;
+  if (fs::exists(dir, error) || error) return dir;
+  const std::string previous = checkpoint_previous_dir(dir);
+  if (!fs::is_directory(previous, error)) return dir;
+  std::fprintf(stderr,
+               "warning: %s is missing; loading %s, the checkpoint that a save interrupted while replacing it "
+               "had set aside\n",
+               dir.c_str(), previous.c_str());
+  return previous;
+}
+
+void publish_checkpoint(const std::string& dir) {
+  set_aside_published_checkpoint(dir);
+  move_staged_checkpoint_in_place(dir);
 }
 
 void abandon_checkpoint_save(const std::string& dir) {

@@ -245,7 +245,15 @@ TEST_F(BrokenCheckpointTest, ANewerFormatVersionIsRefusedAsNewer) {
   nlohmann::json json = metadata();
   json["zero3_checkpoint"] = 99;
   write_file(dir("ckpt") + "/metadata.json", json.dump());
-  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 1", "newer", "99"});
+  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 2", "newer", "99"});
+}
+
+TEST_F(BrokenCheckpointTest, AVersionOneCheckpointIsRefusedForItsUncheckedMetadata) {
+  nlohmann::json json = metadata();
+  json["zero3_checkpoint"] = 1;
+  json.erase("metadata_fnv1a");
+  write_file(dir("ckpt") + "/metadata.json", json.dump());
+  expect_mentions(error_of_load(), {"metadata.json", "/zero3_checkpoint", "version 2", "no checksum"});
 }
 
 TEST_F(BrokenCheckpointTest, AShardHeaderWithAnotherWorldSizeIsRefused) {
@@ -269,6 +277,29 @@ TEST_F(BrokenCheckpointTest, MalformedMetadataNamesTheJsonPath) {
   json["shard_files"][0]["file"] = "../elsewhere.bin";
   write_file(dir("ckpt") + "/metadata.json", json.dump());
   expect_mentions(error_of_load(), {"/shard_files/0/file", "rank_00000.bin"});
+}
+
+TEST_F(BrokenCheckpointTest, AnEditedStepInMetadataIsAChecksumErrorNamingTheFileAndTheExpectedChecksum) {
+  const std::string path = dir("ckpt") + "/metadata.json";
+  std::string text = read_file(path);
+  const size_t step = text.find("\"step\": 7");
+  ASSERT_NE(step, std::string::npos) << text;
+  text.replace(step, 9, "\"step\": 8");  // well-formed, so only a checksum of the metadata can tell
+  write_file(path, text);
+  nlohmann::json edited = nlohmann::json::parse(text);
+  const std::string stored = edited.value("metadata_fnv1a", std::string("(no checksum in the file)"));
+  edited.erase("metadata_fnv1a");
+  Fnv1a canonical;
+  canonical.add_string(edited.dump());
+  const std::string error = error_of_load();
+  expect_mentions(error, {path, "/metadata_fnv1a", "expected " + hex64(canonical.value()), stored});
+  EXPECT_EQ(load_error([&] { read_checkpoint_manifest(dir("ckpt")); }), error);
+}
+
+TEST_F(BrokenCheckpointTest, ReindentedMetadataStillLoads) {
+  // The checksum covers the JSON values, not their layout, so formatting the file is no damage.
+  write_file(dir("ckpt") + "/metadata.json", metadata().dump(4));
+  EXPECT_EQ(load_checkpoint(dir("ckpt"), *built_.model).manifest.step, 7);
 }
 
 constexpr const char* kTwoLinears = R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
@@ -346,6 +377,70 @@ TEST_F(CheckpointTest, AKilledSavesStagingFolderIsClearedByTheNextSave) {
   write_file(checkpoint_staging_dir(path) + "/" + shard_file_name(0) + ".tmp.4242", "half written");
   save_checkpoint(path, manifest(built, 2), full_state(*built.model));
   EXPECT_EQ(read_checkpoint(path).manifest.world, 2);
+  EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"ckpt"});
+}
+
+// A save stopped where a kill between publish's two renames stops it: the old checkpoint set aside
+// as DIR.previous, the new one complete in the staging folder, and no DIR.
+void save_killed_between_the_renames(const std::string& path, const CheckpointManifest& saved,
+                                     const std::vector<OptimizerSlot>& full) {
+  prepare_checkpoint_save(path);
+  for (int rank = 0; rank < saved.world; ++rank) {
+    write_shard_file(checkpoint_staging_dir(path), saved, rank, shard_state(full, saved.world, rank));
+  }
+  write_metadata(checkpoint_staging_dir(path), saved);
+  set_aside_published_checkpoint(path);
+}
+
+class KilledPublishTest : public CheckpointTest {
+ protected:
+  void SetUp() override {
+    CheckpointTest::SetUp();
+    path_ = dir("ckpt");
+    save_checkpoint(path_, manifest(built_, 4), full_);  // step 7
+    CheckpointManifest next = manifest(built_, 4);
+    next.step = 8;
+    save_killed_between_the_renames(path_, next, full_);
+    ASSERT_FALSE(fs::exists(path_));
+    ASSERT_TRUE(fs::exists(checkpoint_previous_dir(path_)));
+  }
+  // The load's result and what it said on stderr.
+  std::pair<int64_t, std::string> step_and_warning_of_load() {
+    ::testing::internal::CaptureStderr();
+    const int64_t step = load_checkpoint(path_, *built_.model).manifest.step;
+    return {step, ::testing::internal::GetCapturedStderr()};
+  }
+
+  BuiltModel built_ = initialized("mlp-tiny");
+  std::vector<OptimizerSlot> full_ = full_state(*built_.model);
+  std::string path_;
+};
+
+TEST_F(KilledPublishTest, ALoadFallsBackToTheSetAsideCheckpointWithAWarning) {
+  const auto [step, warning] = step_and_warning_of_load();
+  EXPECT_EQ(step, 7);
+  expect_mentions(warning, {"warning", path_, "missing", checkpoint_previous_dir(path_)});
+  EXPECT_EQ(read_checkpoint_manifest(path_).step, 7);
+}
+
+TEST_F(KilledPublishTest, ACorruptSetAsideCheckpointIsStillRefused) {
+  const std::string shard = checkpoint_previous_dir(path_) + "/" + shard_file_name(2);
+  std::string bytes = read_file(shard);
+  bytes[bytes.size() / 2] ^= 0x01;
+  write_file(shard, bytes);
+  ::testing::internal::CaptureStderr();
+  expect_mentions(load_error([&] { load_checkpoint(path_, *built_.model); }), {shard, "checksum"});
+  ::testing::internal::GetCapturedStderr();
+}
+
+TEST_F(KilledPublishTest, TheNextSaveKeepsTheSetAsideCheckpointUntilItsOwnIsInPlace) {
+  CheckpointManifest next = manifest(built_, 2);
+  next.step = 9;
+  // Killed again at the same point: DIR.previous is still the only complete checkpoint, so it stays.
+  save_killed_between_the_renames(path_, next, full_);
+  EXPECT_EQ(step_and_warning_of_load().first, 7);
+  save_checkpoint(path_, next, full_);
+  EXPECT_EQ(step_and_warning_of_load(), (std::pair<int64_t, std::string>{9, ""}));
   EXPECT_EQ(listing(root_.string()), std::vector<std::string>{"ckpt"});
 }
 
