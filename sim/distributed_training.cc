@@ -12,6 +12,7 @@
 #include "core/models/model_zoo.h"
 #include "core/zero3/rank_program.h"
 #include "sim/observed_communicator.h"
+#include "sim/opaque_device.h"
 
 namespace zero3 {
 
@@ -94,6 +95,7 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   sim_options.seed = options.seed;
   sim_options.faults = options.faults;
   sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
+  sim_options.kernels = &simulated_device_kernels(options.device);
   const std::optional<Checkpoint> resume = checkpoint_to_resume(options);
   if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
   SimWorld world(sim_options);

@@ -47,6 +47,8 @@ struct DistributedRunOptions {
   // Save to this directory after `save_at_step` optimizer steps (0: after the last step).
   std::string save_checkpoint;
   int64_t save_at_step = 0;
+  // Where every rank's tensors live and compute: cpu, or opaque (sim/opaque_device.h).
+  Device device = Device::cpu;
 };
 
 struct RankMemory {

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/models/model_zoo.h"
+#include "core/nn/module.h"
 #include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
 
@@ -54,16 +55,49 @@ DistributedRunOptions run_options(const EquivalenceCase& c, int stage) {
 
 class ZeroThreeEqualsDdp : public testing::TestWithParam<EquivalenceCase> {};
 
+int64_t moe_layers(const std::string& model) {
+  const BuiltModel built = build_model(model, {.seed = 1, .data_file = ""});
+  int64_t count = 0;
+  std::vector<const Module*> modules = {&built.model->root()};
+  for (size_t i = 0; i < modules.size(); ++i) {
+    count += modules[i]->type() == "moe";
+    for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+  }
+  return count;
+}
+
+// By design a step reads the device twice (the loss, the gradient norm) and once per MoE layer
+// per micro-step (the routing); anything more is a host touch that would stall a GPU.
+void expect_host_syncs_by_design(const EquivalenceCase& c, const DistributedRunResult& run, const char* which) {
+  const int64_t expected = 2 + moe_layers(c.model) * c.gas;
+  for (const StepStats& stats : run.steps) {
+    EXPECT_EQ(stats.host_syncs, expected) << which << " step " << stats.step;
+  }
+}
+
+// ZeRO-3 on cpu and on the opaque device (whose memory the host may not read) and DDP on cpu:
+// the three agree bit for bit, and the opaque run never touched device memory from the host (a
+// touch is a HostAccessError, which fails the run).
 TEST_P(ZeroThreeEqualsDdp, LossesParametersAndMomentsAreBitwiseEqual) {
   const EquivalenceCase& c = GetParam();
   const DistributedRunResult zero3 = run_distributed(run_options(c, 3));
   ASSERT_TRUE(zero3.sim.all_ok()) << zero3.sim.summary();
+  DistributedRunOptions on_opaque = run_options(c, 3);
+  on_opaque.device = Device::opaque;
+  const DistributedRunResult zero3_opaque = run_distributed(on_opaque);
+  ASSERT_TRUE(zero3_opaque.sim.all_ok()) << zero3_opaque.sim.summary();
   const DistributedRunResult ddp = run_distributed(run_options(c, 0));
   ASSERT_TRUE(ddp.sim.all_ok()) << ddp.sim.summary();
   ASSERT_EQ(zero3.steps.size(), 3u);
   const StateComparison comparison = compare_runs(zero3, ddp);
   EXPECT_TRUE(comparison.bitwise_equal) << "#wrong " << comparison.wrong << " max diff " << comparison.max_abs_diff
                                         << "\n" << comparison.first_differences;
+  const StateComparison devices = compare_runs(zero3_opaque, zero3);
+  EXPECT_TRUE(devices.bitwise_equal) << "opaque vs cpu: #wrong " << devices.wrong << " max diff "
+                                     << devices.max_abs_diff << "\n" << devices.first_differences;
+  expect_host_syncs_by_design(c, zero3, "zero3 cpu");
+  expect_host_syncs_by_design(c, zero3_opaque, "zero3 opaque");
+  expect_host_syncs_by_design(c, ddp, "ddp");
 }
 
 std::vector<EquivalenceCase> equivalence_grid() {

@@ -28,6 +28,7 @@ DistributedRunOptions distributed_options(const TrainOptions& options, const Tra
   run.seed = options.seed;
   run.world = options.ranks;
   run.steps = options.steps;
+  run.device = train_device(options);
   run.config = config;
   run.faults = FaultPlan::parse(options.faults);
   run.load_checkpoint = options.load_checkpoint;

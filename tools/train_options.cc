@@ -3,11 +3,18 @@
 
 #include <sstream>
 
+#include "core/base/errors.h"
+
 namespace zero3 {
 
 void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--backend", options.backend, "ref: single-process reference; sim: simulated ranks; cuda: GPUs")
       ->check(CLI::IsMember({"ref", "sim", "cuda"}))
+      ->capture_default_str();
+  command.add_option("--device", options.device,
+                     "where tensors live (ref, sim): cpu, or opaque, the simulator's stand-in for a GPU whose memory "
+                     "the host may not read: a run on it proves no host touch is left, and equals cpu bit for bit")
+      ->check(CLI::IsMember({"cpu", "opaque"}))
       ->capture_default_str();
   command.add_option("--model", options.model, "a built-in model name (see `zero3 inspect --list`) or a JSON spec file")
       ->capture_default_str();
@@ -61,10 +68,20 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
   return config;
 }
 
+Device train_device(const TrainOptions& options) {
+  Device device = Device::cpu;
+  if (!parse_device(options.device, &device)) throw InputError("--device " + options.device + ": expected cpu or opaque");
+  if (device != Device::cpu && options.backend == "cuda") {
+    throw InputError("--device " + options.device + " is for the ref and sim backends; --backend cuda runs on GPUs");
+  }
+  return device;
+}
+
 std::string replay_command(const TrainOptions& options) {
   std::ostringstream command;
   command << "zero3 train --backend " << options.backend << " --model " << options.model << " --steps "
           << options.steps << " --seed " << options.seed << " --ranks " << options.ranks;
+  if (options.device != "cpu") command << " --device " << options.device;
   if (options.zero_stage) command << " --zero " << *options.zero_stage;
   if (!options.config_path.empty()) command << " --config " << options.config_path;
   if (options.micro_batch_size) command << " --micro-batch " << *options.micro_batch_size;

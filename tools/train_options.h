@@ -8,12 +8,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/tensor/device.h"
+
 #include "core/training/train_config.h"
 
 namespace zero3 {
 
 struct TrainOptions {
   std::string backend = "ref";  // ref | sim | cuda
+  std::string device = "cpu";   // cpu | opaque (ref and sim backends)
   std::string model = "gpt-tiny";
   int64_t steps = 50;
   uint64_t seed = 1;
@@ -42,5 +45,7 @@ void add_train_options(CLI::App& command, TrainOptions& options);
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
 // `zero3 train ...` reproducing this run exactly.
 std::string replay_command(const TrainOptions& options);
+// The device --device names; an InputError when the backend cannot run on it.
+Device train_device(const TrainOptions& options);
 
 }  // namespace zero3

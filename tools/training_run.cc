@@ -18,14 +18,23 @@
 #include "tools/failure_kind.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
+#include "sim/opaque_device.h"
 
 namespace zero3 {
 
 namespace {
 
+// Device reads per step, the most any step made (StepStats::host_syncs).
+int64_t max_host_syncs(const std::vector<StepStats>& steps) {
+  int64_t most = 0;
+  for (const StepStats& stats : steps) most = std::max(most, stats.host_syncs);
+  return most;
+}
+
 void print_banner(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built) {
-  std::printf("zero3 train  backend=%s model=%s params=%lld steps=%lld seed=%llu ranks=%d\n", options.backend.c_str(),
-              options.model.c_str(), static_cast<long long>(built.model->parameter_count()),
+  std::printf("zero3 train  backend=%s device=%s model=%s params=%lld steps=%lld seed=%llu ranks=%d\n",
+              options.backend.c_str(), options.device.c_str(), options.model.c_str(),
+              static_cast<long long>(built.model->parameter_count()),
               static_cast<long long>(options.steps), static_cast<unsigned long long>(options.seed), options.ranks);
   std::printf("  micro_batch=%lld gas=%lld lr=%g betas=(%g,%g) weight_decay=%g clip=%g bf16=%s zero_stage=%d\n",
               static_cast<long long>(config.micro_batch_size), static_cast<long long>(config.gradient_accumulation_steps),
@@ -104,7 +113,8 @@ TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& con
       }};
   CountingAllocator memory;
   const Stopwatch run_watch;
-  const RankProgramResult result = run_rank_program({.comm = nullptr, .allocator = memory, .kernels = cpu_kernels()},
+  Kernels& kernels = simulated_device_kernels(train_device(options));
+  const RankProgramResult result = run_rank_program({.comm = nullptr, .allocator = memory, .kernels = kernels},
                                                     built, program);
   progress.finish();
   TrainOutcome outcome;
@@ -132,7 +142,8 @@ void write_report(const std::string& path, const nlohmann::json& report) {
 
 // Which run this was, in every report, whatever its outcome.
 nlohmann::json run_identity_json(const TrainOptions& options) {
-  return {{"zero3_report", 1},          {"backend", options.backend}, {"model", options.model},
+  return {{"zero3_report", 1},          {"backend", options.backend}, {"device", options.device},
+          {"model", options.model},
           {"seed", options.seed},       {"ranks", options.ranks},     {"steps", options.steps},
           {"replay", replay_command(options)}};
 }
@@ -186,6 +197,9 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   std::printf("done  %zu steps in %.2f s  loss %.4f -> %.4f", outcome.steps.size(), outcome.seconds, first, last);
   if (outcome.unigram_entropy_nats) std::printf("  (unigram entropy of the data %.4f)", *outcome.unigram_entropy_nats);
   std::printf("\n  final parameter hash %s\n", outcome.final_param_hash.c_str());
+  std::printf("  host syncs per step: %lld at most (by design 2, the loss and the gradient norm, plus 1 per MoE "
+              "layer per micro-step)\n",
+              static_cast<long long>(max_host_syncs(outcome.steps)));
   if (!options.report_path.empty()) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
     report.update(outcome.backend_report);
@@ -218,6 +232,7 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
   nlohmann::json report = run_identity_json(options);
   report.update({
       {"status", "ok"},
+      {"host_syncs_per_step", max_host_syncs(outcome.steps)},
       {"exit_code", 0},
       {"parameter_count", outcome.parameter_count},
       {"data", outcome.data_description},

@@ -22,7 +22,8 @@ SequentialModel::SequentialModel(std::unique_ptr<Sequential> layers, SequentialL
 }
 
 Var SequentialModel::loss(Context& ctx, const Batch& batch) {
-  const Var out = net().forward(ctx, constant(batch.inputs));
+  // The data source made the inputs on the host; they move to the device once per micro-step.
+  const Var out = net().forward(ctx, constant(ctx.kernels().to_device(batch.inputs)));
   if (loss_ == SequentialLoss::mse) return mse(ctx, out, batch.targets);
   return cross_entropy(ctx, out, batch.targets);
 }

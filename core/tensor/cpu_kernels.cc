@@ -63,6 +63,10 @@ void CpuKernels::upload(const Tensor& host, Tensor& device_tensor) {
   if (host.bytes() > 0) std::memcpy(device_tensor.device_bytes(), host.device_bytes(), static_cast<size_t>(host.bytes()));
 }
 
+std::unique_ptr<Kernels> make_reference_kernels(Device device, const char* name) {
+  return std::make_unique<CpuKernels>(device, name);
+}
+
 Kernels& cpu_kernels() {
   static CpuKernels kernels(Device::cpu, "cpu");
   return kernels;

@@ -15,6 +15,7 @@
 //   kernels.matmul(x, false, w, true, y, 1, rows, out_features, in_features, false, 0.0f);  // y = x w^T
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor/tensor.h"
@@ -157,7 +158,11 @@ inline Tensor device_zeros(Kernels& kernels, const Shape& shape, DType dtype = D
 // `in` converted to `dtype` on the kernels' device (a copy even when the dtype is the same).
 Tensor cast(Kernels& kernels, const Tensor& in, DType dtype);
 
-// The CPU reference kernels (GEMM through BLAS). One shared instance; it holds no state.
+// The CPU reference kernels (GEMM through BLAS). One shared instance; it holds no state but its
+// host-sync counts.
 Kernels& cpu_kernels();
+// The same reference kernels computing over another device whose memory this process can
+// address (the simulator's opaque device): operands must live on `device`.
+std::unique_ptr<Kernels> make_reference_kernels(Device device, const char* name);
 
 }  // namespace zero3

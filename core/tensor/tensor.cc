@@ -10,8 +10,8 @@ namespace zero3 {
 
 // The bytes of one allocation, returned to the memory that gave them when the last view goes.
 struct TensorStorage {
-  TensorStorage(Device device, int64_t size)
-      : device(device), memory(&device_memory(device)), size(size), bytes(memory->allocate(device, size)) {}
+  TensorStorage(Device on, int64_t byte_count)
+      : device(on), memory(&device_memory(on)), size(byte_count), bytes(memory->allocate(on, byte_count)) {}
   ~TensorStorage() { memory->free(device, bytes, size); }
   TensorStorage(const TensorStorage&) = delete;
   TensorStorage& operator=(const TensorStorage&) = delete;

@@ -79,7 +79,9 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   const bool reports = rank_of(seams) == 0;
   RankProgramResult result;
   for (int64_t step = first_step; step < options.steps; ++step) {
+    const int64_t syncs_before = seams.kernels.host_syncs();
     result.steps.push_back(trainer->train_step(ctx, *built.data, step));
+    result.steps.back().host_syncs = seams.kernels.host_syncs() - syncs_before;
     if (reports && options.on_step) options.on_step(result.steps.back());
     if (step + 1 == save_after) {
       save_rank_checkpoint(seams, options, built, *trainer, step + 1);

@@ -1,0 +1,73 @@
+// The opaque device's arena and kernels (opaque_device.h).
+#include "sim/opaque_device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+// Host memory by construction (the simulator runs in one process), device memory by contract:
+// only kernels and the simulated communicator, which run "on the device", address it.
+class OpaqueArena final : public DeviceMemory {
+ public:
+  void* allocate(Device device, int64_t bytes) override {
+    ZERO3_CHECK(device.kind == DeviceKind::opaque, "opaque arena asked for " + device_name(device));
+    if (bytes == 0) return nullptr;
+    const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+    void* memory = std::aligned_alloc(kAlignment, rounded);
+    if (memory == nullptr) {
+      throw OutOfMemoryError("opaque device allocation of " + std::to_string(bytes) + " bytes failed");
+    }
+    std::memset(memory, 0, static_cast<size_t>(bytes));
+    stats_.live_bytes += bytes;
+    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
+    ++stats_.allocations;
+    return memory;
+  }
+
+  void free(Device, void* bytes, int64_t size) override {
+    std::free(bytes);
+    stats_.live_bytes -= size;
+  }
+
+  const OpaqueArenaStats& stats() const { return stats_; }
+
+ private:
+  OpaqueArenaStats stats_;
+};
+
+OpaqueArena& arena() {
+  // Never destroyed: tensors in static storage may outlive any other order of destruction.
+  static OpaqueArena* instance = new OpaqueArena();
+  return *instance;
+}
+
+}  // namespace
+
+void enable_opaque_device() { register_device_memory(DeviceKind::opaque, &arena()); }
+
+Kernels& opaque_kernels() {
+  static Kernels* kernels = [] {
+    enable_opaque_device();
+    return make_reference_kernels(Device::opaque, "opaque").release();
+  }();
+  return *kernels;
+}
+
+OpaqueArenaStats opaque_arena_stats() { return arena().stats(); }
+
+Kernels& simulated_device_kernels(Device device) {
+  if (device == Device::cpu) return cpu_kernels();
+  if (device == Device::opaque) return opaque_kernels();
+  throw InputError("device " + device_name(device) +
+                   ": the simulator and the reference run on cpu or opaque (cuda needs --backend cuda)");
+}
+
+}  // namespace zero3
