@@ -1,8 +1,7 @@
 // The opaque device's arena and kernels (opaque_device.h).
 #include "sim/opaque_device.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -11,21 +10,14 @@
 namespace zero3 {
 namespace {
 
-constexpr size_t kAlignment = 64;
-
 // Host memory by construction (the simulator runs in one process), device memory by contract:
 // only kernels and the simulated communicator, which run "on the device", address it.
 class OpaqueArena final : public DeviceMemory {
  public:
   void* allocate(Device device, int64_t bytes) override {
     ZERO3_CHECK(device.kind == DeviceKind::opaque, "opaque arena asked for " + device_name(device));
-    if (bytes == 0) return nullptr;
-    const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-    void* memory = std::aligned_alloc(kAlignment, rounded);
-    if (memory == nullptr) {
-      throw OutOfMemoryError("opaque device allocation of " + std::to_string(bytes) + " bytes failed");
-    }
-    std::memset(memory, 0, static_cast<size_t>(bytes));
+    void* memory = allocate_zeroed_host_bytes(bytes, device);
+    if (memory == nullptr) return nullptr;
     stats_.live_bytes += bytes;
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
     ++stats_.allocations;
@@ -33,7 +25,8 @@ class OpaqueArena final : public DeviceMemory {
   }
 
   void free(Device, void* bytes, int64_t size) override {
-    std::free(bytes);
+    if (bytes == nullptr) return;
+    free_host_bytes(bytes);
     stats_.live_bytes -= size;
   }
 

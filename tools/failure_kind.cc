@@ -32,6 +32,7 @@ std::string failure_kind(const std::exception& error) {
   if (dynamic_cast<const OutOfMemoryError*>(&error)) return "out_of_memory";
   if (dynamic_cast<const BackendError*>(&error)) return "backend";
   if (dynamic_cast<const ShapeError*>(&error)) return "shape";
+  if (dynamic_cast<const HostAccessError*>(&error)) return "host_access";
   if (dynamic_cast<const CorrectnessError*>(&error)) return "correctness";
   if (dynamic_cast<const InputError*>(&error)) return "bad_input";
   return "internal";

@@ -117,10 +117,9 @@ void backward(Context& ctx, const Var& loss) {
   ZERO3_CHECK(loss.defined() && loss.value().numel() == 1, "backward() needs a scalar loss, got " +
                                                                describe(loss.value()));
   Var seed = loss;
-  Tensor ones = Tensor::zeros(loss.value().shape(), loss.value().dtype(),
-                              loss.value().is_meta() ? Device::meta : ctx.kernels().device());
-  if (!ones.is_meta()) ctx.kernels().fill(ones, 1.0f);
-  seed.accumulate_grad(ctx, ones);
+  const Tensor& value = loss.value();
+  seed.accumulate_grad(ctx, value.is_meta() ? Tensor::meta(value.shape(), value.dtype())
+                                            : device_full(ctx.kernels(), value.shape(), 1.0f, value.dtype()));
   const auto& entries = ctx.tape().entries();
   for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
     if (it->is_marker) {

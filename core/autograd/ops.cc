@@ -88,11 +88,6 @@ void check_indices(const char* op, const char* what, const Tensor& indices, int6
   }
 }
 
-Tensor device_indices(Context& ctx, const Tensor& host_indices) {
-  if (host_indices.is_meta()) return host_indices;
-  return ctx.kernels().to_device(host_indices);
-}
-
 Var constant(const Tensor& value) { return Var(value, /*requires_grad=*/false); }
 
 }  // namespace zero3

@@ -33,9 +33,8 @@ Tensor reduce_to(Context& ctx, const Tensor& grad, const Tensor& input);
 
 // Ids and targets are floats holding integers in [0, limit); anything else is a ShapeError that
 // names the value, its position and what it indexes.
-// Checked on the host, where the data source made them (a device tensor is a HostAccessError).
+// Checked on the host, where the data source made them (a device tensor is a HostAccessError);
+// the op then moves them to its device with Kernels::to_device (an upload).
 void check_indices(const char* op, const char* what, const Tensor& indices, int64_t limit, const std::string& target);
-// Host ids or targets, checked, moved to the context's device for the kernels (an upload).
-Tensor device_indices(Context& ctx, const Tensor& host_indices);
 
 }  // namespace zero3

@@ -41,8 +41,7 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b) {
 
 // out [rows, out_features] gets `bias` in every row, as ones[rows, 1] @ bias[1, out_features].
 void fill_rows_with_bias(Context& ctx, const Tensor& bias, int64_t rows, Tensor& out) {
-  Tensor ones = device_zeros(ctx.kernels(), {rows, 1});
-  ctx.kernels().fill(ones, 1.0f);
+  const Tensor ones = device_full(ctx.kernels(), {rows, 1}, 1.0f);
   ctx.kernels().matmul(ones, false, bias, false, out, 1, rows, bias.numel(), 1, true, 0.0f);
 }
 

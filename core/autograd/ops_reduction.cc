@@ -48,7 +48,7 @@ Var cross_entropy(Context& ctx, const Var& logits, const Tensor& targets) {
   const bool meta = logits.value().is_meta() || targets.is_meta();
   Tensor loss = make_output(ctx, {}, logits.value().dtype(), meta);
   Tensor probs = make_output(ctx, ls, DType::f32, meta);
-  const Tensor resident_targets = device_indices(ctx, targets);
+  const Tensor resident_targets = ctx.kernels().to_device(targets);
   if (!meta) ctx.kernels().cross_entropy_forward(logits.value(), resident_targets, loss, probs);
   return record(ctx, "cross_entropy", {logits}, loss,
                 [logits, targets = resident_targets, probs](Context& c, const Tensor& grad) {
@@ -69,7 +69,7 @@ Var mse(Context& ctx, const Var& pred, const Tensor& target) {
   const auto count = static_cast<float>(target.numel());
   const bool meta = pred.value().is_meta() || target.is_meta();
   Tensor loss = make_output(ctx, {}, promote(pred.value().dtype(), target.dtype()), meta);
-  const auto difference = [target = device_indices(ctx, target)](Context& c, const Tensor& p) {
+  const auto difference = [target = ctx.kernels().to_device(target)](Context& c, const Tensor& p) {
     Tensor diff = device_zeros(c.kernels(), p.shape());
     c.kernels().binary(BinaryOp::sub, p, target, diff);
     return diff;

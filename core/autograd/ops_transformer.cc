@@ -44,7 +44,7 @@ Var embedding(Context& ctx, const Var& table, const Tensor& ids) {
   Shape out_shape = ids.shape();
   out_shape.push_back(table.shape()[1]);
   Tensor out = make_output(ctx, out_shape, table.value().dtype(), table.value().is_meta() || ids.is_meta());
-  const Tensor resident_ids = device_indices(ctx, ids);
+  const Tensor resident_ids = ctx.kernels().to_device(ids);
   if (!out.is_meta()) ctx.kernels().embedding_forward(table.value(), resident_ids, out);
   return record(ctx, "embedding", {table}, out, [table, ids = resident_ids](Context& c, const Tensor& grad) {
     Tensor grad_table = device_zeros(c.kernels(), table.shape(), table.value().dtype());

@@ -9,9 +9,7 @@ namespace {
 // the loss of a rank's shard does not depend on the other ranks' examples.
 Var row_sum(Context& ctx, const Var& y) {
   const int64_t width = y.shape().back();
-  Tensor ones = device_zeros(ctx.kernels(), {width, 1});
-  ctx.kernels().fill(ones, 1.0f);
-  return matmul(ctx, y, constant(ones));
+  return matmul(ctx, y, constant(device_full(ctx.kernels(), {width, 1}, 1.0f)));
 }
 
 }  // namespace

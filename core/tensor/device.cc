@@ -15,15 +15,8 @@ constexpr size_t kAlignment = 64;
 
 class HostMemory final : public DeviceMemory {
  public:
-  void* allocate(Device, int64_t bytes) override {
-    if (bytes == 0) return nullptr;
-    const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-    void* memory = std::aligned_alloc(kAlignment, rounded);
-    if (memory == nullptr) throw OutOfMemoryError("host allocation of " + std::to_string(bytes) + " bytes failed");
-    std::memset(memory, 0, static_cast<size_t>(bytes));
-    return memory;
-  }
-  void free(Device, void* bytes, int64_t) override { std::free(bytes); }
+  void* allocate(Device device, int64_t bytes) override { return allocate_zeroed_host_bytes(bytes, device); }
+  void free(Device, void* bytes, int64_t) override { free_host_bytes(bytes); }
 };
 
 HostMemory& host_memory() {
@@ -47,6 +40,19 @@ const char* kind_name(DeviceKind kind) {
 }
 
 }  // namespace
+
+void* allocate_zeroed_host_bytes(int64_t bytes, Device device) {
+  if (bytes == 0) return nullptr;
+  const size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+  void* memory = std::aligned_alloc(kAlignment, rounded);
+  if (memory == nullptr) {
+    throw OutOfMemoryError(device_name(device) + " allocation of " + std::to_string(bytes) + " bytes failed");
+  }
+  std::memset(memory, 0, static_cast<size_t>(bytes));
+  return memory;
+}
+
+void free_host_bytes(void* bytes) { std::free(bytes); }
 
 std::string device_name(Device device) {
   if (device.kind == DeviceKind::cpu || device.kind == DeviceKind::meta) return kind_name(device.kind);

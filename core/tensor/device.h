@@ -45,6 +45,12 @@ class DeviceMemory {
   virtual void free(Device device, void* bytes, int64_t size) = 0;
 };
 
+// Zeroed, 64-byte-aligned bytes of this process (null for 0 bytes; OutOfMemoryError naming
+// `device` when refused), and their release: for memories backed by host memory (cpu, and the
+// simulator's opaque arena).
+void* allocate_zeroed_host_bytes(int64_t bytes, Device device);
+void free_host_bytes(void* bytes);
+
 // The memory of `kind`; a later registration replaces an earlier one (tests), null unregisters.
 void register_device_memory(DeviceKind kind, DeviceMemory* memory);
 // Throws BackendError when no backend registered memory for the device's kind.

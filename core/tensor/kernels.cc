@@ -33,10 +33,20 @@ Tensor Kernels::to_host(const Tensor& device_tensor) {
   return host;
 }
 
-Tensor Kernels::to_device(const Tensor& host) {
-  if (host.is_meta() || host.device() == device()) return host;
+Tensor Kernels::copy_to_device(const Tensor& host) {
   Tensor out = device_zeros(*this, host.shape(), host.dtype());
   copy_from_host(host, out);
+  return out;
+}
+
+Tensor Kernels::to_device(const Tensor& host) {
+  if (host.is_meta() || host.device() == device()) return host;
+  return copy_to_device(host);
+}
+
+Tensor device_full(Kernels& kernels, const Shape& shape, float value, DType dtype) {
+  Tensor out = device_zeros(kernels, shape, dtype);
+  kernels.fill(out, value);
   return out;
 }
 

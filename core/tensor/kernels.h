@@ -62,7 +62,8 @@ class Kernels {
   void copy_to_host(const Tensor& device_tensor, Tensor& host);
   void copy_from_host(const Tensor& host, Tensor& device_tensor);
   Tensor to_host(const Tensor& device_tensor);  // a new cpu tensor (a host sync)
-  Tensor to_device(const Tensor& host);         // a new tensor on device() (an upload); cpu: host itself
+  Tensor copy_to_device(const Tensor& host);    // a new tensor on device(), always a copy (an upload)
+  Tensor to_device(const Tensor& host);         // copy_to_device, or `host` itself if already there or meta
   int64_t host_syncs() const { return host_syncs_; }
   int64_t uploads() const { return uploads_; }
 
@@ -155,6 +156,8 @@ class Kernels {
 inline Tensor device_zeros(Kernels& kernels, const Shape& shape, DType dtype = DType::f32) {
   return Tensor::zeros(shape, dtype, kernels.device());
 }
+// `value` everywhere, on the kernels' device (constants ops need: ones for bias rows, loss seeds).
+Tensor device_full(Kernels& kernels, const Shape& shape, float value, DType dtype = DType::f32);
 // `in` converted to `dtype` on the kernels' device (a copy even when the dtype is the same).
 Tensor cast(Kernels& kernels, const Tensor& in, DType dtype);
 

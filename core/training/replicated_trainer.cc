@@ -88,11 +88,7 @@ void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
       ZERO3_CHECK(value->numel() == param->numel(), "loaded state of '" + param->name() + "' must be full size");
     }
     // Copies onto the device: the DDP ranks of one process may load from the same tensors.
-    const auto upload = [&](const Tensor& host) {
-      Tensor copy = device_zeros(kernels_, param->shape());
-      kernels_.copy_from_host(host.reshape(param->shape()), copy);
-      return copy;
-    };
+    const auto upload = [&](const Tensor& host) { return kernels_.copy_to_device(host.reshape(param->shape())); };
     slots_[static_cast<size_t>(param->id())] = {upload(loaded.master), upload(loaded.exp_avg),
                                                 upload(loaded.exp_avg_sq)};
   }

@@ -27,12 +27,9 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
                 "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
     // Copies onto the device: several ranks of one process may load from the same host tensors.
-    const auto upload = [&](const Tensor& host) {
-      Tensor copy = Tensor::zeros({ps}, DType::f32, device_);
-      kernels_.copy_from_host(host.reshape({ps}), copy);
-      return copy;
-    };
-    state.slot = {upload(loaded.master), upload(loaded.exp_avg), upload(loaded.exp_avg_sq)};
+    state.slot = {kernels_.copy_to_device(loaded.master.reshape({ps})),
+                  kernels_.copy_to_device(loaded.exp_avg.reshape({ps})),
+                  kernels_.copy_to_device(loaded.exp_avg_sq.reshape({ps}))};
     if (bugs_.on(Bug::resume_without_optimizer_state)) {
       state.slot.exp_avg = Tensor::zeros({ps}, DType::f32, device_);
       state.slot.exp_avg_sq = Tensor::zeros({ps}, DType::f32, device_);

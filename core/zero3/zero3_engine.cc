@@ -366,11 +366,7 @@ Tensor Zero3Engine::raw_access(Context& ctx, Parameter& param) {
   if (state.status == ParamStatus::available) return state.full;
   switch (config_.zero.placeholder) {
     case PlaceholderPolicy::empty: return Tensor::zeros({0}, compute_dtype_, data_device());
-    case PlaceholderPolicy::scalar: {
-      Tensor one = Tensor::zeros({1}, compute_dtype_, data_device());
-      ctx.kernels().fill(one, 1.0f);
-      return one;
-    }
+    case PlaceholderPolicy::scalar: return device_full(ctx.kernels(), {1}, 1.0f, compute_dtype_);
     case PlaceholderPolicy::error: break;
   }
   const std::string module = ctx.module_stack().empty() ? "<none>" : ctx.module_stack().back()->display_name();

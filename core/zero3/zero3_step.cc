@@ -131,7 +131,9 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   for (const ParamState* state : reduce_bucket_) {
     entries.push_back({.param_id = state->param->id(), .numel = state->numel});
     const Tensor grad = ctx.param_grad(*state->param);
-    grads.push_back(grad.defined() ? cast(ctx.kernels(), grad, DType::f32).reshape({state->numel}) : Tensor());
+    // Packing only reads the gradients: an f32 one is used as it is, a bf16 one is cast first.
+    Tensor f32_grad = !grad.defined() || grad.dtype() == DType::f32 ? grad : cast(ctx.kernels(), grad, DType::f32);
+    grads.push_back(f32_grad.defined() ? f32_grad.reshape({state->numel}) : Tensor());
   }
   const BucketLayout layout(entries, comm_.world());
   Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
