@@ -209,6 +209,50 @@ TEST(SimCollectives, WrongBufferSizesAreShapeErrorsNamingTheOpAndTheExpectedSize
   }
 }
 
+TEST(SimCollectives, SynchronizeWaitsForEveryCollectiveTheRankIssued) {
+  const int world = 3;
+  std::vector<int64_t> wrong(world, -1);
+  std::vector<int> done_after_synchronize(world, -1);
+  const SimResult result = SimWorld(SimOptions{.world = world, .seed = kSeed}).run([&](SimRank& sim) {
+    Tensor send = test_tensor(kSeed, sim.rank(), 5);
+    Tensor first = Tensor::zeros({5 * world});
+    Tensor second = Tensor::zeros({5 * world});
+    auto first_work = sim.comm().all_gather_async(send, first, call_site("test.first"));
+    auto second_work = sim.comm().all_gather_async(send, second, call_site("test.second"));
+    sim.comm().synchronize();
+    done_after_synchronize[static_cast<size_t>(sim.rank())] = first_work->done() && second_work->done();
+    wrong[static_cast<size_t>(sim.rank())] = wrong_gathered(first, world, 5) + wrong_gathered(second, world, 5);
+  });
+  ASSERT_TRUE(result.all_ok()) << result.summary();
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_EQ(done_after_synchronize[static_cast<size_t>(rank)], 1) << "rank " << rank;
+    EXPECT_EQ(wrong[static_cast<size_t>(rank)], 0) << "rank " << rank;
+  }
+}
+
+TEST(SimCollectives, AbortFailsThePeersWaitingInACollectiveWithAPeerFailureNamingTheAbortingRank) {
+  const SimResult result = SimWorld(SimOptions{.world = 3}).run([&](SimRank& sim) {
+    Tensor buffer = Tensor::zeros({4});
+    if (sim.rank() == 2) {
+      sim.comm().abort("its data loader failed");
+      return;  // returns normally: only abort() can have stopped the others
+    }
+    sim.comm().all_reduce(buffer, ReduceOp::sum, call_site("h.0"));
+  });
+  ASSERT_FALSE(result.all_ok());
+  for (int rank : {0, 1}) {
+    try {
+      std::rethrow_exception(result.ranks[static_cast<size_t>(rank)].exception);
+      ADD_FAILURE() << "rank " << rank << " did not fail";
+    } catch (const PeerFailureError& error) {
+      EXPECT_EQ(error.failed_rank(), 2);
+      EXPECT_NE(std::string(error.what()).find("rank 2 aborted the world: its data loader failed"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(SimClock, ComputeAdvancesByFlopsOverPeakAndACollectiveStartsWhenTheLastRankIssues) {
   SimOptions options{.world = 2, .jitter_fraction = 0.0};
   options.hardware = {.peak_flops = 1e12, .bandwidth_bytes_per_s = 1e9, .latency_s = 1e-6};

@@ -27,6 +27,8 @@ class ObservedCommunicator : public Communicator {
   std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) override;
   std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) override;
   std::shared_ptr<Work> barrier_async(const CallSite& site) override;
+  void synchronize() override { inner_.synchronize(); }
+  void abort(const std::string& reason) override { inner_.abort(reason); }
 
  private:
   std::shared_ptr<Work> observe(CollectiveOp op, const CallSite& site, int64_t buffer_bytes,

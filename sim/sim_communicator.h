@@ -1,9 +1,10 @@
-// SimCommunicator: one rank's Communicator over the simulated world. Calls are checked against
-// the NCCL buffer contract (ShapeError naming the op, the argument and what was expected), then
-// handed to the CollectiveMatcher; wait() blocks only this rank's fiber. Work handles are valid
+// SimCommunicator: one rank's Communicator over the simulated world. Calls pass the shared argument
+// check (communicator.h), then go to the CollectiveMatcher; wait() and synchronize() block only
+// this rank's fiber; abort() fails the world with a peer failure naming this rank. Work handles are valid
 // while the SimWorld that made them runs.
 #pragma once
 #include <memory>
+#include <string>
 
 #include "core/sharding/communicator.h"
 
@@ -24,6 +25,8 @@ class SimCommunicator : public Communicator {
   std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) override;
   std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) override;
   std::shared_ptr<Work> barrier_async(const CallSite& site) override;
+  void synchronize() override;
+  void abort(const std::string& reason) override;
 
  private:
   int rank_;

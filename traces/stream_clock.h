@@ -30,6 +30,8 @@ class StreamClock : public ReplayClock {
     stream_free_s_ = start_s + duration_s;
     return start_s;
   }
+  // When the communication stream finishes the last collective issued.
+  double stream_free_s() const { return stream_free_s_; }
   const HardwareProfile& hardware() const { return hardware_; }
 
  private:

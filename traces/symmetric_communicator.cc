@@ -1,4 +1,4 @@
-// Collectives of the symmetric replay: argument checks, the cost model, the log.
+// Collectives of the symmetric replay: the shared argument check, the cost model, the log.
 #include "traces/symmetric_communicator.h"
 
 #include "core/base/errors.h"
@@ -18,17 +18,15 @@ class ModelledWork : public Work {
   double end_s_;
 };
 
-void check_pair(const char* op, const Tensor& small, const Tensor& large, int world, const CallSite& site) {
-  if (!small.defined() || !large.defined() || large.numel() != small.numel() * world || small.dtype() != large.dtype()) {
-    throw ShapeError(std::string(op) + " (" + describe(site) + "): buffers " + describe(small) + " and " +
-                     describe(large) + " do not fit a world of " + std::to_string(world));
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& signature, const CallSite& site,
                                                    std::initializer_list<const Tensor*> buffers) {
+  if (!abort_reason_.empty()) {
+    throw PeerFailureError(std::string(collective_op_name(signature.op)) + " (" + describe(site) + ") after rank " +
+                               std::to_string(rank_) + " aborted the world: " + abort_reason_,
+                           rank_);
+  }
   for (const Tensor* buffer : buffers) {
     // The other ranks' values are not simulated, so a real buffer could only be filled wrongly.
     if (!buffer->is_meta()) {
@@ -48,28 +46,26 @@ std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& si
 }
 
 std::shared_ptr<Work> SymmetricCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {
-  check_pair("all_gather", send, recv, world_, site);
-  return issue({CollectiveOp::all_gather, send.dtype(), send.numel()}, site, {&send, &recv});
+  return issue(check_all_gather(send, recv, rank_, world_, site), site, {&send, &recv});
 }
 
 std::shared_ptr<Work> SymmetricCommunicator::reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
                                                                   const CallSite& site) {
-  check_pair("reduce_scatter", recv, send, world_, site);
-  return issue({CollectiveOp::reduce_scatter, send.dtype(), recv.numel(), -1, op}, site, {&send, &recv});
+  return issue(check_reduce_scatter(send, recv, op, rank_, world_, site), site, {&send, &recv});
 }
 
 std::shared_ptr<Work> SymmetricCommunicator::all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) {
-  return issue({CollectiveOp::all_reduce, buffer.dtype(), buffer.numel(), -1, op}, site, {&buffer});
+  return issue(check_all_reduce(buffer, op, rank_, site), site, {&buffer});
 }
 
 std::shared_ptr<Work> SymmetricCommunicator::broadcast_async(Tensor& buffer, int root, const CallSite& site) {
-  if (root < 0 || root >= world_) throw ShapeError("broadcast (" + describe(site) + "): root " + std::to_string(root) +
-                                                   " outside a world of " + std::to_string(world_));
-  return issue({CollectiveOp::broadcast, buffer.dtype(), buffer.numel(), root}, site, {&buffer});
+  return issue(check_broadcast(buffer, root, rank_, world_, site), site, {&buffer});
 }
 
 std::shared_ptr<Work> SymmetricCommunicator::barrier_async(const CallSite& site) {
-  return issue({CollectiveOp::barrier, DType::f32, 0}, site, {});
+  return issue(barrier_signature(), site, {});
 }
+
+void SymmetricCommunicator::synchronize() { clock_.wait_until(clock_.stream_free_s()); }
 
 }  // namespace zero3

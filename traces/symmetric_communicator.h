@@ -15,6 +15,7 @@
 //   SymmetricCommunicator comm(/*rank=*/0, /*world=*/1024, clock);
 //   comm.all_gather(shard, gathered, site);   // clock waits for the modelled gather
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/sharding/communicator.h"
@@ -36,6 +37,10 @@ class SymmetricCommunicator : public Communicator {
   std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) override;
   std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) override;
   std::shared_ptr<Work> barrier_async(const CallSite& site) override;
+  // The clock waits for the communication stream to drain.
+  void synchronize() override;
+  // The replay has no peers to stop; later collectives throw PeerFailureError with the reason.
+  void abort(const std::string& reason) override { abort_reason_ = reason; }
 
   // Every collective issued, in order, with its modelled start and duration.
   const std::vector<TraceCollective>& log() const { return log_; }
@@ -48,6 +53,7 @@ class SymmetricCommunicator : public Communicator {
   int world_;
   StreamClock& clock_;
   std::vector<TraceCollective> log_;
+  std::string abort_reason_;
 };
 
 

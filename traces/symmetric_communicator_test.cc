@@ -40,5 +40,25 @@ TEST(SymmetricCommunicator, RefusesBuffersWithDataAndBuffersOfTheWrongSize) {
   EXPECT_THROW(comm.all_gather(shard, wrong, {}), ShapeError);
 }
 
+TEST(SymmetricCommunicator, SynchronizeWaitsForTheStreamAndAbortFailsLaterCollectives) {
+  const HardwareProfile hardware{.peak_flops = 1e12, .bandwidth_bytes_per_s = 1e9, .latency_s = 1e-6};
+  StreamClock clock(hardware);
+  SymmetricCommunicator comm(0, 4, clock);
+  Tensor shard = Tensor::meta({100});
+  Tensor full = Tensor::meta({400});
+  auto work = comm.all_gather_async(shard, full, {});
+  EXPECT_FALSE(work->done());
+  comm.synchronize();
+  EXPECT_TRUE(work->done());
+  EXPECT_DOUBLE_EQ(clock.now_s(), collective_time_s(hardware, CollectiveOp::all_gather, 1600, 4));
+  comm.abort("out of memory");
+  try {
+    comm.all_gather(shard, full, {.module = "h.1"});
+    ADD_FAILURE() << "a collective after abort() went through";
+  } catch (const PeerFailureError& error) {
+    EXPECT_NE(std::string(error.what()).find("aborted the world: out of memory"), std::string::npos) << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace zero3

@@ -1,5 +1,8 @@
-// Names and descriptions for collective signatures and call sites.
+// Names and descriptions for collective signatures and call sites, and the argument check every
+// Communicator shares.
 #include "core/sharding/communicator.h"
+
+#include "core/base/errors.h"
 
 namespace zero3 {
 
@@ -49,5 +52,66 @@ int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world)
   }
   return 0;
 }
+
+namespace {
+
+[[noreturn]] void throw_bad_argument(CollectiveOp op, int rank, const CallSite& site, const std::string& problem) {
+  throw ShapeError(std::string(collective_op_name(op)) + " on rank " + std::to_string(rank) + " (" + describe(site) +
+                   "): " + problem);
+}
+
+void check_defined(CollectiveOp op, int rank, const CallSite& site, const char* name, const Tensor& tensor) {
+  if (!tensor.defined()) throw_bad_argument(op, rank, site, std::string(name) + " is an undefined tensor");
+}
+
+// send and recv of all-gather / reduce-scatter: same dtype and device, the large buffer world
+// times the small one.
+void check_pair(CollectiveOp op, int rank, int world, const CallSite& site, const Tensor& send, const Tensor& recv) {
+  check_defined(op, rank, site, "send", send);
+  check_defined(op, rank, site, "recv", recv);
+  if (send.dtype() != recv.dtype() || send.device() != recv.device()) {
+    throw_bad_argument(op, rank, site, "send is " + describe(send) + " but recv is " + describe(recv) +
+                                           "; they must have the same dtype and device");
+  }
+  const bool gather = op == CollectiveOp::all_gather;
+  const int64_t small = gather ? send.numel() : recv.numel();
+  const int64_t large = gather ? recv.numel() : send.numel();
+  if (large != small * world) {
+    throw_bad_argument(op, rank, site, std::string(gather ? "recv" : "send") + " has " + std::to_string(large) +
+                                           " elements, expected " + (gather ? "send" : "recv") + ".numel() * world = " +
+                                           std::to_string(small) + " * " + std::to_string(world) + " = " +
+                                           std::to_string(small * world));
+  }
+}
+
+}  // namespace
+
+CollectiveSignature check_all_gather(const Tensor& send, const Tensor& recv, int rank, int world,
+                                     const CallSite& site) {
+  check_pair(CollectiveOp::all_gather, rank, world, site, send, recv);
+  return {CollectiveOp::all_gather, send.dtype(), send.numel()};
+}
+
+CollectiveSignature check_reduce_scatter(const Tensor& send, const Tensor& recv, ReduceOp op, int rank, int world,
+                                         const CallSite& site) {
+  check_pair(CollectiveOp::reduce_scatter, rank, world, site, send, recv);
+  return {CollectiveOp::reduce_scatter, send.dtype(), recv.numel(), -1, op};
+}
+
+CollectiveSignature check_all_reduce(const Tensor& buffer, ReduceOp op, int rank, const CallSite& site) {
+  check_defined(CollectiveOp::all_reduce, rank, site, "buffer", buffer);
+  return {CollectiveOp::all_reduce, buffer.dtype(), buffer.numel(), -1, op};
+}
+
+CollectiveSignature check_broadcast(const Tensor& buffer, int root, int rank, int world, const CallSite& site) {
+  check_defined(CollectiveOp::broadcast, rank, site, "buffer", buffer);
+  if (root < 0 || root >= world) {
+    throw_bad_argument(CollectiveOp::broadcast, rank, site,
+                       "root " + std::to_string(root) + " is not a rank of a world of " + std::to_string(world));
+  }
+  return {CollectiveOp::broadcast, buffer.dtype(), buffer.numel(), root};
+}
+
+CollectiveSignature barrier_signature() { return {CollectiveOp::barrier, DType::f32, 0}; }
 
 }  // namespace zero3

@@ -1,12 +1,36 @@
 // The Communicator seam: collectives among the ranks of one world, implemented by SimCommunicator
-// (sim/) and NcclCommunicator (backend_cuda/). The engine is written against this file only.
+// (sim/), SymmetricCommunicator (traces/) and, for real GPUs, NcclCommunicator (backend_cuda/).
+// The engine is written against this file only.
 //
 // Buffer layout follows NCCL exactly:
 //   all_gather:     send[count] from every rank; recv[count * world], rank i's block at i * count.
 //   reduce_scatter: send[count * world] on every rank; rank i receives the reduction of block i.
 //   all_reduce:     send and recv [count]; broadcast: `root`'s buffer copied into every rank's.
-// Sums are taken in rank order (rank 0 + rank 1 + ...), so results are deterministic.
-// Zero-count collectives are legal and are still matched across ranks.
+// Every implementation runs the same argument check first (check_all_gather() and friends below),
+// so a call one backend refuses is refused by all, with the same words.
+//
+// Reduction order. The simulator (and MPI) sum in rank order (rank 0 + rank 1 + ...), so results
+// are deterministic and ZeRO-3 is bitwise equal to DDP there. NCCL's ring and tree orders are
+// unspecified and change with the topology: on NCCL, bitwise equality with DDP is not promised;
+// the GPU checks compare against the reference with a tolerance instead.
+//
+// Zero-count collectives are legal. The simulator matches them across ranks like any other (a
+// rank that skips one is a mismatch there); NCCL treats them as no-ops and matches nothing.
+//
+// On a device (cuda, and the simulator's opaque stand-in) buffers are device memory and the
+// contract is NCCL's stream contract:
+//   - *_async enqueues the collective behind the compute already issued (its inputs are final
+//     when issued) and returns at once;
+//   - Work::wait() orders the compute stream after the collective (an event): kernels issued after
+//     it see the result. The host does not wait for the data. In the simulator, whose kernels run
+//     on the host, wait() is also where this rank's fiber yields until the collective completes.
+//   - a collective's output is not readable before wait(), by kernels or anyone else;
+//   - synchronize() blocks the host until every collective this rank issued has completed: call
+//     it before the host reads collective outputs by any path other than Kernels::copy_to_host
+//     (which waits for the stream itself);
+//   - abort(reason) gives up on the world (ncclCommAbort): every pending and later collective of
+//     every rank fails with PeerFailureError naming this rank instead of hanging. A rank whose
+//     program fails calls it so that its peers stop too.
 //
 // Every call carries a CallSite saying who asked (module, parameters, step, phase); a collective
 // mismatch or deadlock report prints each rank's CallSite, so the user sees which module diverged.
@@ -52,6 +76,17 @@ std::string describe(const CollectiveSignature& signature);
 // reduce-scatter, count for all-reduce and broadcast, none for a barrier.
 int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world);
 
+// The shared argument check. Each returns the signature the ranks must agree on, or throws
+// ShapeError naming the op, the rank, the call site and what was expected: buffers defined; send
+// and recv of one dtype and one device; recv = send * world elements for all-gather and send =
+// recv * world for reduce-scatter; a root inside the world.
+CollectiveSignature check_all_gather(const Tensor& send, const Tensor& recv, int rank, int world, const CallSite& site);
+CollectiveSignature check_reduce_scatter(const Tensor& send, const Tensor& recv, ReduceOp op, int rank, int world,
+                                         const CallSite& site);
+CollectiveSignature check_all_reduce(const Tensor& buffer, ReduceOp op, int rank, const CallSite& site);
+CollectiveSignature check_broadcast(const Tensor& buffer, int root, int rank, int world, const CallSite& site);
+CollectiveSignature barrier_signature();
+
 // Handle of an asynchronous collective. The output buffer must not be read before wait().
 class Work {
  public:
@@ -75,6 +110,11 @@ class Communicator {
   virtual std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) = 0;
   virtual std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) = 0;
   virtual std::shared_ptr<Work> barrier_async(const CallSite& site) = 0;
+
+  // The host waits for every collective this rank issued (see the device contract above).
+  virtual void synchronize() = 0;
+  // Gives up on the world: pending and later collectives fail with PeerFailureError on every rank.
+  virtual void abort(const std::string& reason) = 0;
 
   // Blocking forms.
   void all_gather(const Tensor& send, Tensor& recv, const CallSite& site) { all_gather_async(send, recv, site)->wait(); }
