@@ -29,6 +29,7 @@ void BucketLayout::unpack_full(Kernels& kernels, const Tensor& world_buffer, siz
   ZERO3_CHECK(full.numel() == entry.numel && world_buffer.numel() == block_numel_ * world_, "bucket unpack shape");
   if (full.is_meta()) return;
   std::vector<CopySegment> owned;
+  owned.reserve(static_cast<size_t>(world_));
   for (int rank = 0; rank < world_; ++rank) {
     const ShardRange range = shard_range(entry.numel, world_, rank);
     owned.push_back({.from = rank * block_numel_ + entry.offset, .to = range.begin, .count = range.owned()});
@@ -43,6 +44,7 @@ void BucketLayout::pack_full(Kernels& kernels, const std::vector<Tensor>& fulls,
   kernels.fill(world_buffer, padding_value);
   for (size_t i = 0; i < entries_.size(); ++i) {
     std::vector<CopySegment> owned;
+    owned.reserve(static_cast<size_t>(world_));
     for (int rank = 0; rank < world_; ++rank) {
       const ShardRange range = shard_range(entries_[i].numel, world_, rank);
       const int64_t block = rank * block_numel_ + entries_[i].offset;

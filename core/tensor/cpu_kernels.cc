@@ -12,9 +12,9 @@
 
 namespace zero3 {
 
-void require_resident(const Tensor& tensor, Device device) {
-  ZERO3_CHECK(tensor.defined() && tensor.device() == device,
-              "kernel operand " + describe(tensor) + " is not on " + device_name(device));
+void operand_not_resident(const Tensor& tensor, Device device) {
+  check_failed("tensor.defined() && tensor.device() == device", __FILE__, __LINE__,
+               "kernel operand " + describe(tensor) + " is not on " + device_name(device));
 }
 
 FloatsIn::FloatsIn(const Tensor& tensor, Device device) {

@@ -39,7 +39,11 @@ class FloatsOut {
 };
 
 // Every operand of a kernel lives on the kernels' device; anything else is a programmer error.
-void require_resident(const Tensor& tensor, Device device);
+// Inline: it guards every operand of every kernel, and the call alone was measurable.
+[[noreturn]] void operand_not_resident(const Tensor& tensor, Device device);
+inline void require_resident(const Tensor& tensor, Device device) {
+  if (!tensor.defined() || tensor.device() != device) [[unlikely]] operand_not_resident(tensor, device);
+}
 
 // Ops validate ids and targets with a ShapeError; here a bad one is a programmer error.
 int64_t checked_row(float value, int64_t rows);

@@ -33,11 +33,13 @@ inline constexpr Device Device::meta{DeviceKind::meta, 0};
 inline constexpr Device Device::opaque{DeviceKind::opaque, 0};
 
 std::string device_name(Device device);  // "cpu", "meta", "opaque:0", "cuda:1"
-// Parses "cpu" or "opaque" (index 0) or "cuda[:N]"; returns false for anything else.
+// Parses "cpu", "opaque[:0]" or "cuda[:N]" (so every device_name reads back); false for anything
+// else.
 bool parse_device(const std::string& text, Device* out);
 
-// Owns the bytes of one device kind. allocate returns zeroed, 64-byte-aligned memory (or null for
-// 0 bytes) and throws OutOfMemoryError when it cannot.
+// Owns the bytes of one device kind. allocate returns zeroed memory aligned for any element type
+// (at least 16 bytes; cudaMalloc gives 256), null for 0 bytes, and throws OutOfMemoryError when it
+// cannot.
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
@@ -45,9 +47,9 @@ class DeviceMemory {
   virtual void free(Device device, void* bytes, int64_t size) = 0;
 };
 
-// Zeroed, 64-byte-aligned bytes of this process (null for 0 bytes; OutOfMemoryError naming
-// `device` when refused), and their release: for memories backed by host memory (cpu, and the
-// simulator's opaque arena).
+// Zeroed bytes of this process, aligned as malloc aligns (16 bytes), null for 0 bytes and an
+// OutOfMemoryError naming `device` when refused; and their release. For the memories backed by
+// host memory: cpu, and the simulator's opaque arena.
 void* allocate_zeroed_host_bytes(int64_t bytes, Device device);
 void free_host_bytes(void* bytes);
 
