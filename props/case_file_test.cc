@@ -67,5 +67,35 @@ TEST(CaseFile, ReplayReproducesASavedCounterexample) {
   EXPECT_NE(failure->message.find(replay.message), std::string::npos);
 }
 
+// `zero3 fuzz --device opaque`: the counterexample's case file names the device, and its replay
+// runs there again (a cpu replay would not prove the opaque run failed).
+TEST(CaseFile, ACounterexampleFoundOnTheOpaqueDeviceKeepsItsDeviceThroughTheCaseFile) {
+  FuzzOptions options{.cases = 50, .seed = 3, .max_ranks = 4, .inject = "gas-scale-twice"};
+  options.properties = {"equivalence"};
+  options.device = Device::opaque;
+  const FuzzReport report = run_fuzz(options);
+  const PropertyResult* failure = report.first_failure();
+  ASSERT_NE(failure, nullptr);
+  EXPECT_EQ(failure->counterexample.device, Device::opaque);
+  const nlohmann::json file = case_file_json(failure->counterexample, failure->property, failure->message);
+  EXPECT_EQ(file["run"]["device"], "opaque:0");
+  const FuzzCase read = case_from_file_json(file, "case.json");
+  EXPECT_EQ(read.device, Device::opaque);
+  EXPECT_EQ(run_options(read).device, Device::opaque);
+}
+
+TEST(CaseFile, ACaseFileOnADeviceTheSimulatorCannotRunIsAnInputErrorNamingThePath) {
+  nlohmann::json file = case_file_json(FuzzCase{.model_spec = {{"zero3_model_spec", 1}}}, "equivalence", "");
+  EXPECT_FALSE(file["run"].contains("device")) << "cpu cases are written as before the field existed";
+  file["run"]["device"] = "cuda:0";
+  try {
+    case_from_file_json(file, "bad.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()).rfind("bad.json: at /run/device: expected \"cpu\" or \"opaque\"", 0), 0u)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace zero3

@@ -19,6 +19,7 @@ DistributedRunOptions run_options(const FuzzCase& fuzz_case) {
   options.config = fuzz_case.config;
   for (const std::string& name : fuzz_case.inject) options.bugs.set(parse_bug(name));
   options.faults = FaultPlan::parse(fuzz_case.faults);
+  options.device = fuzz_case.device;
   return options;
 }
 
@@ -41,6 +42,7 @@ nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& prop
     run["checkpoint"] = {{"save_at_step", fuzz_case.checkpoint.save_at_step},
                          {"resume_world", fuzz_case.checkpoint.resume_world}};
   }
+  if (fuzz_case.device != Device::cpu) run["device"] = device_name(fuzz_case.device);
   return {
       {"zero3_trace", 1},
       {"source", "fuzz"},
@@ -50,6 +52,20 @@ nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& prop
   };
 }
 
+namespace {
+
+// The simulator runs on cpu and opaque only; a cuda case file is refused, not run on the host.
+Device fuzz_case_device(const JsonReader& field) {
+  const std::string text = field.as_string();
+  Device device;
+  if (!parse_device(text, &device) || (device != Device::cpu && device != Device::opaque)) {
+    field.fail("\"cpu\" or \"opaque\"");
+  }
+  return device;
+}
+
+}  // namespace
+
 FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& source) {
   const JsonReader root(json, source);
   root.expect_object();
@@ -58,7 +74,7 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
   root.at("model_spec").expect_object();
   fuzz_case.model_spec = root.at("model_spec").json();
   const JsonReader run = root.at("run");
-  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint"});
+  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint", "device"});
   fuzz_case.world = static_cast<int>(run.at("world").as_int(1, 4096));
   fuzz_case.seed = static_cast<uint64_t>(run.at("seed").as_int(0, INT64_MAX));
   fuzz_case.steps = run.at("steps").as_int(1, 1 << 20);
@@ -78,6 +94,7 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
     fuzz_case.checkpoint.save_at_step = checkpoint.at("save_at_step").as_int(1, fuzz_case.steps - 1);
     fuzz_case.checkpoint.resume_world = static_cast<int>(checkpoint.at("resume_world").as_int(1, 4096));
   }
+  if (run.has("device")) fuzz_case.device = fuzz_case_device(run.at("device"));
   return fuzz_case;
 }
 
@@ -108,6 +125,7 @@ std::string describe(const FuzzCase& fuzz_case) {
                      std::to_string(fuzz_case.world) + ", " + std::to_string(fuzz_case.steps) + " steps, gas " +
                      std::to_string(fuzz_case.config.gradient_accumulation_steps);
   if (fuzz_case.faults != "none") text += ", faults " + fuzz_case.faults;
+  if (fuzz_case.device != Device::cpu) text += ", on " + device_name(fuzz_case.device);
   if (fuzz_case.checkpoint.save_at_step > 0) {
     text += ", saved at step " + std::to_string(fuzz_case.checkpoint.save_at_step) + " and resumed on W=" +
             std::to_string(fuzz_case.checkpoint.resume_world);

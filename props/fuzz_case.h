@@ -35,6 +35,9 @@ struct FuzzCase {
   std::vector<std::string> inject{};  // Bug names (core/zero3/bug_injection.h) switched on in the engine
   std::string faults = "none";        // FaultPlan::to_string()
   CheckpointPlan checkpoint{};
+  // Where every rank's tensors live: cpu, or opaque (sim/opaque_device.h), whose runs equal cpu's
+  // bit for bit. `zero3 fuzz --device` sets it on every generated case.
+  Device device = Device::cpu;
 };
 
 // The ZeRO-3 run of the case: its config, bugs and faults as given (no checkpoint: the checkpoint
@@ -44,7 +47,8 @@ DistributedRunOptions run_options(const FuzzCase& fuzz_case);
 DistributedRunOptions reference_options(const FuzzCase& fuzz_case);
 
 // {"zero3_trace": 1, "source": "fuzz", "model_spec": ..., "run": {...}, "expected": {...}};
-// run.checkpoint {"save_at_step", "resume_world"} only when the case has one.
+// run.checkpoint {"save_at_step", "resume_world"} only when the case has one; run.device only when
+// it is not cpu (so case files from before the field still read).
 nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& property, const std::string& message);
 // Reads a case file back; InputError naming `source`, the JSON path and what was expected.
 FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& source);

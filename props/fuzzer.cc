@@ -91,7 +91,8 @@ rc::detail::TestResult check_batch(const FuzzProperty& property, const FuzzOptio
                                    int64_t& failing_without_injection) {
   const GenLimits limits{.max_ranks = options.max_ranks};
   const auto body = [&] {
-    const FuzzCase generated = *property.generate(limits);
+    FuzzCase generated = *property.generate(limits);
+    generated.device = options.device;
     const Verdict verdict = check_case(property, options, generated, failing_without_injection);
     if (!verdict.ok) {
       last_failure = {generated, verdict.message};

@@ -50,6 +50,7 @@ struct FuzzOptions {
   double time_budget_s = 0.0;  // 0: no budget; else no new batch of cases starts once it is spent
   std::vector<std::string> properties{};  // empty: every property
   bool stop_at_first_failure = false;
+  Device device = Device::cpu;  // set on every generated case (FuzzCase::device)
   std::function<void(const FuzzProgress&)> on_progress{};
 };
 

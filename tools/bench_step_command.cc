@@ -10,6 +10,7 @@
 #include "core/base/errors.h"
 #include "sim/distributed_training.h"
 #include "tools/commands.h"
+#include "tools/train_options.h"
 
 namespace zero3 {
 
@@ -22,6 +23,7 @@ struct BenchStepFlags {
   int rounds = 3;
   uint64_t seed = 1;
   std::string report_path;
+  std::string device = "cpu";
 };
 
 // Seconds per step of the fastest of `rounds` runs (the least disturbed by the rest of the machine).
@@ -31,6 +33,7 @@ double seconds_per_step(const BenchStepFlags& flags, int zero_stage) {
   options.seed = flags.seed;
   options.world = flags.ranks;
   options.steps = flags.steps;
+  options.device = simulated_device(flags.device);
   options.config.zero.stage = zero_stage;
   options.config.zero.persistence_threshold = 0;  // shard everything: the cost being measured
   double best = 1e30;
@@ -45,9 +48,9 @@ double seconds_per_step(const BenchStepFlags& flags, int zero_stage) {
 }
 
 void run_bench_step(const BenchStepFlags& flags) {
-  std::printf("# bench step  model=%s ranks=%d steps=%lld rounds=%d seed=%llu (fastest round counts)\n",
+  std::printf("# bench step  model=%s ranks=%d steps=%lld rounds=%d seed=%llu device=%s (fastest round counts)\n",
               flags.model.c_str(), flags.ranks, static_cast<long long>(flags.steps), flags.rounds,
-              static_cast<unsigned long long>(flags.seed));
+              static_cast<unsigned long long>(flags.seed), flags.device.c_str());
   const double ddp = seconds_per_step(flags, 0);
   const double zero3 = seconds_per_step(flags, 3);
   const double ratio = zero3 / ddp;
@@ -57,6 +60,7 @@ void run_bench_step(const BenchStepFlags& flags) {
   if (!flags.report_path.empty()) {
     const nlohmann::json report = {{"model", flags.model},     {"ranks", flags.ranks},
                                    {"steps", flags.steps},     {"seed", flags.seed},
+                                   {"device", flags.device},
                                    {"ddp_s_per_step", ddp},    {"zero3_s_per_step", zero3},
                                    {"ratio_zero3_over_ddp", ratio}, {"target", 1.15}};
     write_file_atomically(flags.report_path, report.dump(2) + "\n");
@@ -77,6 +81,7 @@ void add_bench_step_command(CLI::App& bench_app) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   command->add_option("--seed", flags->seed, "seed")->capture_default_str();
+  add_simulated_device_option(*command, flags->device);
   command->add_option("--report", flags->report_path, "write the figures as JSON here (atomically)");
   command->callback([flags] { run_bench_step(*flags); });
 }

@@ -12,6 +12,7 @@
 #include "props/injections.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
+#include "tools/train_options.h"
 
 namespace zero3 {
 
@@ -23,6 +24,7 @@ struct FuzzFlags {
   std::string out_dir = "fuzz-out";
   std::string replay_path;
   bool list_injections = false;
+  std::string device = "cpu";
 };
 
 std::string replay_command(const FuzzFlags& flags) {
@@ -30,6 +32,7 @@ std::string replay_command(const FuzzFlags& flags) {
                         std::to_string(flags.options.seed) + " --max-ranks " + std::to_string(flags.options.max_ranks);
   if (!flags.options.inject.empty()) command += " --inject " + flags.options.inject;
   for (const std::string& property : flags.options.properties) command += " --property " + property;
+  if (flags.device != "cpu") command += " --device " + flags.device;
   return command;
 }
 
@@ -73,12 +76,13 @@ void save_counterexample(const FuzzFlags& flags, const PropertyResult& failure) 
 
 void run_fuzz_command(FuzzFlags& flags) {
   if (!flags.seed_given) flags.options.seed = std::random_device{}() % 1'000'000'000;
+  flags.options.device = simulated_device(flags.device);
   const size_t properties =
       flags.options.properties.empty() ? fuzz_properties().size() : flags.options.properties.size();
-  std::printf("zero3 fuzz seed=%llu cases=%lld per property, %zu properties, max-ranks=%d, inject=%s\n",
+  std::printf("zero3 fuzz seed=%llu cases=%lld per property, %zu properties, max-ranks=%d, inject=%s, device=%s\n",
               static_cast<unsigned long long>(flags.options.seed), static_cast<long long>(flags.options.cases),
               properties, flags.options.max_ranks,
-              flags.options.inject.empty() ? "none" : flags.options.inject.c_str());
+              flags.options.inject.empty() ? "none" : flags.options.inject.c_str(), flags.device.c_str());
   std::printf("  replay: %s\n", replay_command(flags).c_str());
   std::fflush(stdout);
   ProgressBar progress(flags.options.cases * static_cast<int64_t>(properties), "fuzz");
@@ -146,6 +150,7 @@ void add_fuzz_command(CLI::App& app) {
   command->add_option("--time-budget", flags->options.time_budget_s, "stop starting new cases after this many seconds")
       ->check(CLI::Range(0.0, 1e9));
   command->add_option("--replay", flags->replay_path, "re-run the case in this case file; exit 2 if it still fails");
+  add_simulated_device_option(*command, flags->device);
   command->add_flag("--list-injections", flags->list_injections, "list the injections, one per line");
   command->callback([flags] {
     if (flags->list_injections) {

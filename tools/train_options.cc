@@ -7,15 +7,27 @@
 
 namespace zero3 {
 
+void add_simulated_device_option(CLI::App& command, std::string& device) {
+  command.add_option("--device", device,
+                     "where tensors live: cpu, or opaque, the simulator's stand-in for a GPU whose memory the host "
+                     "may not read: a run on it proves no host touch is left, and equals cpu bit for bit")
+      ->check(CLI::IsMember({"cpu", "opaque"}))
+      ->capture_default_str();
+}
+
+Device simulated_device(const std::string& text) {
+  Device device = Device::cpu;
+  if (!parse_device(text, &device) || device.kind == DeviceKind::cuda) {
+    throw InputError("--device " + text + ": expected cpu or opaque");
+  }
+  return device;
+}
+
 void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--backend", options.backend, "ref: single-process reference; sim: simulated ranks; cuda: GPUs")
       ->check(CLI::IsMember({"ref", "sim", "cuda"}))
       ->capture_default_str();
-  command.add_option("--device", options.device,
-                     "where tensors live (ref, sim): cpu, or opaque, the simulator's stand-in for a GPU whose memory "
-                     "the host may not read: a run on it proves no host touch is left, and equals cpu bit for bit")
-      ->check(CLI::IsMember({"cpu", "opaque"}))
-      ->capture_default_str();
+  add_simulated_device_option(command, options.device);
   command.add_option("--model", options.model, "a built-in model name (see `zero3 inspect --list`) or a JSON spec file")
       ->capture_default_str();
   command.add_option("--steps", options.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
@@ -69,8 +81,7 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
 }
 
 Device train_device(const TrainOptions& options) {
-  Device device = Device::cpu;
-  if (!parse_device(options.device, &device)) throw InputError("--device " + options.device + ": expected cpu or opaque");
+  const Device device = simulated_device(options.device);
   if (device != Device::cpu && options.backend == "cuda") {
     throw InputError("--device " + options.device + " is for the ref and sim backends; --backend cuda runs on GPUs");
   }

@@ -41,6 +41,10 @@ struct TrainOptions {
 };
 
 void add_train_options(CLI::App& command, TrainOptions& options);
+// --device cpu|opaque, for the commands that run simulated ranks or the reference (train, bench
+// step, fuzz), and its parse: an InputError for anything else.
+void add_simulated_device_option(CLI::App& command, std::string& device);
+Device simulated_device(const std::string& text);
 // The config file (if any) with the command-line overrides applied; warnings for unused keys.
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
 // `zero3 train ...` reproducing this run exactly.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <vector>
 
 #include "core/base/errors.h"
 
@@ -94,6 +95,43 @@ TEST(Tensor, Bf16ValuesAreRoundedOnConstructionAndNarrowing) {
   EXPECT_EQ(b.dtype(), DType::bf16);
   EXPECT_EQ(b.item(), 1.0f);
   EXPECT_EQ(f.item(), halfway) << "to_dtype copies";
+}
+
+// Counts what the cpu memory is asked for, and serves it from host memory as the default does.
+class CountingHostMemory final : public DeviceMemory {
+ public:
+  void* allocate(Device device, int64_t bytes) override {
+    requested.push_back(bytes);
+    return allocate_zeroed_host_bytes(bytes, device);
+  }
+  void free(Device, void* bytes, int64_t) override { free_host_bytes(bytes); }
+  std::vector<int64_t> requested;
+};
+
+TEST(Tensor, Bf16StorageHoldsTwoBytesPerElementOfRealBf16Bits) {
+  DeviceMemory& default_memory = device_memory(Device::cpu);
+  CountingHostMemory counting;
+  register_device_memory(DeviceKind::cpu, &counting);
+  {
+    const Tensor b = Tensor::from_values({3}, {1.0f, -2.5f, 3.14159f}, DType::bf16);
+    const Tensor f = Tensor::zeros({3});
+    EXPECT_EQ(counting.requested, (std::vector<int64_t>{6, 12}));
+    EXPECT_EQ(b.bytes(), 6);
+    // 3.14159 rounds to 3.140625 = 0x4049 on the bf16 grid.
+    EXPECT_EQ(b.bf16_data()[0], 0x3f80);
+    EXPECT_EQ(b.bf16_data()[1], 0xc020);
+    EXPECT_EQ(b.bf16_data()[2], 0x4049);
+    EXPECT_EQ(b.to_floats(), (std::vector<float>{1.0f, -2.5f, 3.140625f}));
+  }
+  register_device_memory(DeviceKind::cpu, &default_memory);
+}
+
+TEST(Tensor, ACastToBf16AndBackIsExactForBf16ValuesAndRoundsOthersOnce) {
+  const Tensor exact = Tensor::from_values({4}, {0.0f, -0.0f, 65280.0f, 1.0f / 1024.0f});
+  EXPECT_EQ(exact.to_dtype(DType::bf16).to_dtype(DType::f32).to_floats(), exact.to_floats());
+  const Tensor inexact = Tensor::from_values({1}, {1.0f + 1.0f / 128.0f + 1.0f / 1024.0f});
+  const Tensor once = inexact.to_dtype(DType::bf16);
+  EXPECT_EQ(once.to_dtype(DType::f32).to_dtype(DType::bf16).to_floats(), once.to_floats()) << "rounding is idempotent";
 }
 
 TEST(Tensor, NegativeDimCountsFromTheEnd) {
