@@ -80,7 +80,8 @@ int64_t collective_buffer_bytes(const CollectiveSignature& signature, int world)
 // ShapeError naming the op, the rank, the call site and what was expected: buffers defined; send
 // and recv of one dtype and one device; recv = send * world elements for all-gather and send =
 // recv * world for reduce-scatter; a root inside the world.
-CollectiveSignature check_all_gather(const Tensor& send, const Tensor& recv, int rank, int world, const CallSite& site);
+CollectiveSignature check_all_gather(const Tensor& send, const Tensor& recv, int rank, int world,
+                                     const CallSite& site);
 CollectiveSignature check_reduce_scatter(const Tensor& send, const Tensor& recv, ReduceOp op, int rank, int world,
                                          const CallSite& site);
 CollectiveSignature check_all_reduce(const Tensor& buffer, ReduceOp op, int rank, const CallSite& site);

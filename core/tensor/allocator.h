@@ -18,7 +18,7 @@ enum class MemoryCategory : uint8_t {
   grad,             // full gradients produced by backward before reduce-scatter
   grad_shard,       // this rank's f32 gradient partition (accumulated over micro-steps)
   optimizer_state,  // f32 master weights and AdamW moments
-  activation,       // tensors saved for backward
+  activation,       // tensors saved for backward, and the step's micro-step losses
   comm_buffer,      // staging buffers of collectives
 };
 inline constexpr int kMemoryCategoryCount = 7;

@@ -30,6 +30,10 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   grad_accum_.clear();
   for (const Parameter* param : model_.parameters()) grad_accum_.push_back(device_zeros(kernels_, param->shape()));
   micro_losses_ = device_zeros(kernels_, {config_.gradient_accumulation_steps});
+  // Counted as the ZeRO-3 engine counts them (activation), so the two report the same activations.
+  if (options_.allocator) {
+    options_.allocator->acquire(MemoryCategory::activation, micro_losses_.bytes(), "micro-step losses");
+  }
 
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
     forward_backward(ctx, data, step, micro);
@@ -40,6 +44,7 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   StepStats stats;
   stats.step = step;
   stats.loss = mean_loss(step);
+  if (options_.allocator) options_.allocator->release(MemoryCategory::activation, micro_losses_.bytes());
   stats.grad_norm = global_grad_norm();
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);

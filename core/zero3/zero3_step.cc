@@ -30,7 +30,10 @@ void Zero3Engine::begin_step(Context& ctx, int64_t step) {
   step_ = step;
   ctx.set_step(step);
   trace_.begin_step();
+  // The step's losses stay on the device until end_step averages them; counted like activations,
+  // which they are (forward outputs kept past the forward), so every resident byte is counted.
   micro_losses_ = Tensor::zeros({config_.gradient_accumulation_steps}, DType::f32, device_);
+  allocator_.acquire(MemoryCategory::activation, micro_losses_.bytes(), "micro-step losses");
   micro_losses_recorded_ = 0;
 }
 
@@ -57,6 +60,8 @@ StepStats Zero3Engine::end_step(Context& ctx) {
   // over ranks, summed in rank order. A driver that recorded no loss reports 0.
   Tensor loss = Tensor::zeros({}, DType::f32, device_);
   if (!loss.is_meta() && micro_losses_recorded_ > 0) ctx.kernels().average(micro_losses_, loss);
+  allocator_.release(MemoryCategory::activation, micro_losses_.bytes());
+  micro_losses_ = Tensor();
   comm_.all_reduce(loss, ReduceOp::sum, {.module = "", .params = {}, .step = step_, .phase = "loss"});
   stats.loss = loss.is_meta() ? 0.0 : ctx.kernels().to_host(loss).item() / static_cast<double>(comm_.world());
   stats.grad_norm = global_grad_norm(step_);
