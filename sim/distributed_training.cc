@@ -2,6 +2,7 @@
 #include "sim/distributed_training.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -110,6 +111,10 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   result.final_state = outputs[0].program.final_state;
   result.counters = outputs[0].program.counters;
   result.param_names = outputs[0].param_names;
+  for (const RankOutput& output : outputs) {
+    result.steps_by_rank.push_back(output.program.steps);
+    result.final_state_by_rank.push_back(output.program.final_state);
+  }
   for (int rank = 0; rank < options.world; ++rank) {
     // A rank that failed has no training snapshot: its peaks up to the failure.
     const std::optional<RankMemory>& snapshot = outputs[static_cast<size_t>(rank)].training_memory;
@@ -121,7 +126,10 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
 
 namespace {
 
-void compare_values(const std::string& what, std::span<const float> a, std::span<const float> b,
+// Bit for bit, floats and doubles alike (a loss is a double: a float comparison would hide
+// differences below float precision).
+template <typename Value>
+void compare_values(const std::string& what, std::span<const Value> a, std::span<const Value> b,
                     StateComparison& comparison) {
   if (a.size() != b.size()) {
     comparison.bitwise_equal = false;
@@ -131,42 +139,66 @@ void compare_values(const std::string& what, std::span<const float> a, std::span
   }
   int64_t wrong_here = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(Value)) == 0) continue;
     comparison.bitwise_equal = false;
-    comparison.max_abs_diff = std::max(comparison.max_abs_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    comparison.max_abs_diff =
+        std::max(comparison.max_abs_diff, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
     if (wrong_here++ == 0 && comparison.wrong < 5) {
-      comparison.first_differences += what + "[" + std::to_string(i) + "]: " + std::to_string(a[i]) + " vs " +
-                                      std::to_string(b[i]) + "\n";
+      char line[160];
+      std::snprintf(line, sizeof(line), "[%zu]: %.17g vs %.17g\n", i, static_cast<double>(a[i]),
+                    static_cast<double>(b[i]));
+      comparison.first_differences += what + line;
     }
   }
   comparison.wrong += wrong_here;
 }
 
+// One rank's steps and final state against another's; `prefix` names the pair in differences.
+void compare_rank_results(const std::string& prefix, const std::vector<StepStats>& steps_a,
+                          const std::vector<OptimizerSlot>& state_a, const std::vector<StepStats>& steps_b,
+                          const std::vector<OptimizerSlot>& state_b, const std::vector<std::string>& param_names,
+                          StateComparison& comparison) {
+  std::vector<double> losses_a, losses_b;
+  for (const StepStats& stats : steps_a) losses_a.push_back(stats.loss);
+  for (const StepStats& stats : steps_b) losses_b.push_back(stats.loss);
+  compare_values<double>(prefix + "loss", losses_a, losses_b, comparison);
+  std::vector<float> norms_a, norms_b;
+  for (const StepStats& stats : steps_a) norms_a.push_back(stats.grad_norm);
+  for (const StepStats& stats : steps_b) norms_b.push_back(stats.grad_norm);
+  compare_values<float>(prefix + "grad_norm", norms_a, norms_b, comparison);
+  if (state_a.size() != state_b.size()) {
+    comparison.bitwise_equal = false;
+    comparison.first_differences += prefix + "parameter counts differ (" + std::to_string(state_a.size()) + " vs " +
+                                    std::to_string(state_b.size()) + ")\n";
+    return;
+  }
+  for (size_t id = 0; id < state_a.size(); ++id) {
+    const std::string name = prefix + (id < param_names.size() ? param_names[id] : "param " + std::to_string(id));
+    compare_values<float>(name, state_a[id].master.values(), state_b[id].master.values(), comparison);
+    compare_values<float>(name + ".exp_avg", state_a[id].exp_avg.values(), state_b[id].exp_avg.values(), comparison);
+    compare_values<float>(name + ".exp_avg_sq", state_a[id].exp_avg_sq.values(), state_b[id].exp_avg_sq.values(),
+                          comparison);
+  }
+}
+
+// Every rank of `run` against its rank 0 as that rank recorded it (callers may trim `steps`, the
+// by-rank records stay whole): replicas must agree bit for bit.
+void compare_replicas(const std::string& run_name, const DistributedRunResult& run, StateComparison& comparison) {
+  const size_t ranks = std::min(run.steps_by_rank.size(), run.final_state_by_rank.size());
+  for (size_t rank = 1; rank < ranks; ++rank) {
+    compare_rank_results(run_name + " rank " + std::to_string(rank) + " vs rank 0: ", run.steps_by_rank[rank],
+                         run.final_state_by_rank[rank], run.steps_by_rank[0], run.final_state_by_rank[0],
+                         run.param_names, comparison);
+  }
+}
+
 }  // namespace
 
 StateComparison compare_runs(const DistributedRunResult& a, const DistributedRunResult& b) {
-  const std::vector<std::string>& param_names = a.param_names;
   StateComparison comparison;
-  std::vector<float> losses_a, losses_b;
-  for (const StepStats& stats : a.steps) losses_a.push_back(static_cast<float>(stats.loss));
-  for (const StepStats& stats : b.steps) losses_b.push_back(static_cast<float>(stats.loss));
-  compare_values("loss", losses_a, losses_b, comparison);
-  std::vector<float> norms_a, norms_b;
-  for (const StepStats& stats : a.steps) norms_a.push_back(stats.grad_norm);
-  for (const StepStats& stats : b.steps) norms_b.push_back(stats.grad_norm);
-  compare_values("grad_norm", norms_a, norms_b, comparison);
-  if (a.final_state.size() != b.final_state.size()) {
-    comparison.bitwise_equal = false;
-    comparison.first_differences += "parameter counts differ\n";
-    return comparison;
-  }
-  for (size_t id = 0; id < a.final_state.size(); ++id) {
-    const std::string name = id < param_names.size() ? param_names[id] : "param " + std::to_string(id);
-    compare_values(name, a.final_state[id].master.values(), b.final_state[id].master.values(), comparison);
-    compare_values(name + ".exp_avg", a.final_state[id].exp_avg.values(), b.final_state[id].exp_avg.values(), comparison);
-    compare_values(name + ".exp_avg_sq", a.final_state[id].exp_avg_sq.values(), b.final_state[id].exp_avg_sq.values(),
-                   comparison);
-  }
+  compare_rank_results("", a.steps, a.final_state, b.steps, b.final_state, a.param_names, comparison);
+  compare_replicas("first run", a, comparison);
+  compare_replicas("second run", b, comparison);
   return comparison;
 }
 

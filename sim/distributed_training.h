@@ -66,6 +66,10 @@ struct DistributedRunResult {
   std::vector<StepStats> steps;             // rank 0's view of the steps run (from the checkpoint's
                                             // step when resuming); every rank sees the same losses
   std::vector<OptimizerSlot> final_state;   // full f32 master weights and moments by parameter id
+  // Every rank's own steps and final state, by rank (rank 0's are `steps` and `final_state`):
+  // compare_runs holds each rank to rank 0, so a rank that diverged is not hidden behind rank 0.
+  std::vector<std::vector<StepStats>> steps_by_rank;
+  std::vector<std::vector<OptimizerSlot>> final_state_by_rank;
   std::vector<std::string> param_names;     // by parameter id, for comparisons and reports
   std::vector<RankMemory> memory;           // by rank
   EngineCounters counters;                  // rank 0's (ZeRO-3 only)
@@ -76,8 +80,9 @@ struct DistributedRunResult {
 // thrown before any rank runs.
 DistributedRunResult run_distributed(const DistributedRunOptions& options);
 
-// Bitwise comparison of two runs' losses and final state; empty when equal, else the first
-// differences by name with the max absolute difference.
+// Bitwise comparison of two runs' losses (as doubles), grad norms and final state, rank 0 against
+// rank 0, and within each run every other rank's copy against its rank 0 ("rank 2: loss[1]");
+// empty when equal, else the first differences by name with the max absolute difference.
 struct StateComparison {
   bool bitwise_equal = true;
   double max_abs_diff = 0.0;

