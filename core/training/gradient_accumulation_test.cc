@@ -1,5 +1,6 @@
 // Gradient accumulation (SCENARIOS.md #10): GAS = k over micro-batches of m examples equals one
-// step over the k * m examples concatenated, to rounding — the 1/k scale applied exactly once.
+// step over the k * m examples concatenated, to rounding — the 1/k scale applied exactly once,
+// which the gradient norms show directly and the weights (under AdamW) hardly at all.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,6 +42,7 @@ class SlicesOfOneBatch : public DataSource {
 
 struct Trained {
   std::vector<double> losses;
+  std::vector<float> grad_norms;  // of the accumulated gradient, before clipping and the optimizer
   std::vector<OptimizerSlot> slots;
 };
 
@@ -55,7 +57,11 @@ Trained train(const std::string& model, int64_t gas, int64_t micro_batch, bool s
   ReplicatedTrainer trainer(*built.model, config, {.global_ranks = 1, .comm = nullptr});
   Context ctx(cpu_kernels());
   Trained out;
-  for (int64_t step = 0; step < 3; ++step) out.losses.push_back(trainer.train_step(ctx, data, step).loss);
+  for (int64_t step = 0; step < 3; ++step) {
+    const StepStats stats = trainer.train_step(ctx, data, step);
+    out.losses.push_back(stats.loss);
+    out.grad_norms.push_back(stats.grad_norm);
+  }
   out.slots = trainer.slots();
   return out;
 }
@@ -66,6 +72,10 @@ TEST(GradientAccumulation, KMicroStepsOfMExamplesEqualOneStepOverTheKTimesMExamp
     const Trained whole = train(model, 1, 6, /*slice_one_batch=*/false);
     for (size_t step = 0; step < whole.losses.size(); ++step) {
       EXPECT_NEAR(accumulated.losses[step], whole.losses[step], 1e-5) << model << " step " << step;
+      // AdamW's update barely depends on a uniform gradient scale, so the weights alone would miss a
+      // wrong 1/k; the accumulated gradient's norm scales with it (k times off for a missing 1/k).
+      EXPECT_NEAR(accumulated.grad_norms[step] / whole.grad_norms[step], 1.0, 1e-4) << model << " step " << step;
+      EXPECT_GT(whole.grad_norms[step], 0.0f) << model << " step " << step;
     }
     double max_diff = 0.0;
     double max_change = 0.0;  // how far training moved the weights, so that the comparison means something
