@@ -13,6 +13,7 @@
 #include "core/zero3/rank_program.h"
 #include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
+#include "sim/single_process_oracle.h"
 #include "tools/progress.h"
 #include "tools/training_run.h"
 #include "traces/trace_recorder.h"
@@ -76,26 +77,31 @@ std::string hash_state(const std::vector<OptimizerSlot>& state) {
   }
 }
 
-// The single-process reference on the global batch: equal to the sharded run within tolerance only,
-// since it sums the batch in one piece rather than per rank.
-double max_diff_to_single_process(const TrainOptions& options, const TrainConfig& config,
-                                  const std::vector<OptimizerSlot>& state) {
-  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
-  built.model->initialize(options.seed);
-  std::optional<Checkpoint> resume;
-  if (!options.load_checkpoint.empty()) resume = load_checkpoint(options.load_checkpoint, *built.model);
-  CountingAllocator memory;
-  const RankProgramResult reference = run_rank_program(
-      {.comm = nullptr, .allocator = memory, .kernels = cpu_kernels()}, built,
-      {.config = config, .seed = options.seed, .steps = options.steps, .global_ranks = options.ranks,
-       .resume = resume ? &*resume : nullptr});
-  double max_diff = 0.0;
-  for (size_t id = 0; id < state.size(); ++id) {
-    const auto a = state[id].master.values();
-    const auto b = reference.final_state[id].master.values();
-    for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+// The single-process oracle (sim/single_process_oracle.h): printed, reported, and enforced with
+// exit 2 beyond its per-dtype tolerance.
+void enforce_single_process_oracle(const char* run_name, const TrainOptions& options, const TrainConfig& config,
+                                   const DistributedRunResult& run, nlohmann::json& report) {
+  const OracleDifferences found = differences_to_single_process(distributed_options(options, config), run);
+  const OracleTolerance tolerance = single_process_tolerance(config.bf16);
+  std::printf("check: %s vs the single-process reference on the global batch: loss %.3g relative (tolerance %.3g), "
+              "grad norm %.3g relative (tolerance %.3g), max |parameter difference| %.3g",
+              run_name, found.loss_relative, tolerance.loss_relative, found.grad_norm_relative,
+              tolerance.grad_norm_relative, found.parameter_absolute);
+  if (tolerance.parameter_absolute > 0.0) std::printf(" (tolerance %.3g)", tolerance.parameter_absolute);
+  std::printf("\n");
+  report["max_diff_to_single_process"] = found.parameter_absolute;
+  report["single_process_oracle"] = {{"loss_relative", found.loss_relative},
+                                     {"grad_norm_relative", found.grad_norm_relative},
+                                     {"parameter_absolute", found.parameter_absolute},
+                                     {"tolerance",
+                                      {{"loss_relative", tolerance.loss_relative},
+                                       {"grad_norm_relative", tolerance.grad_norm_relative},
+                                       {"parameter_absolute", tolerance.parameter_absolute}}}};
+  const std::string violations = oracle_violations(found, tolerance);
+  if (!violations.empty()) {
+    throw CorrectnessError(std::string(run_name) + " differs from the single-process reference beyond tolerance:\n" +
+                           violations);
   }
-  return max_diff;
 }
 
 void check_against_references(const TrainOptions& options, const TrainConfig& config,
@@ -107,20 +113,18 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
   const StateComparison comparison = compare_runs(zero3_run, ddp_run);
-  const double single_diff = max_diff_to_single_process(options, config, zero3_run.final_state);
   std::printf("check: ZeRO-3 vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
               comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT", static_cast<long long>(comparison.wrong),
               comparison.max_abs_diff);
-  std::printf("check: max |parameter difference| to the single-process reference: %.3g\n", single_diff);
   report["bitwise_equal_to_ddp"] = comparison.bitwise_equal;
   report["max_diff_to_ddp"] = comparison.max_abs_diff;
   report["wrong_vs_ddp"] = comparison.wrong;
-  report["max_diff_to_single_process"] = single_diff;
   report["ddp_memory_per_rank"] = memory_json(ddp_run);
   report["ddp_collectives"] = collectives_json(ddp_run);
   if (!comparison.bitwise_equal) {
     throw CorrectnessError("ZeRO-3 differs from the DDP reference:\n" + comparison.first_differences);
   }
+  enforce_single_process_oracle("ZeRO-3", options, config, zero3_run, report);
 }
 
 // Rank 0's measured model-state bytes beside the analytic count for this engine (compute-dtype
@@ -202,13 +206,8 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   report["faults_fired"] = static_cast<int64_t>(result.sim.fired.size());
   if (config.zero.stage == 3) report["model_state"] = print_model_state(options, config, result);
   if (config.zero.stage == 3 && options.check) check_against_references(options, config, result, report);
-  if (config.zero.stage == 0 && options.check) {
-    // DDP sums per-rank means where the single process takes one mean: equal within rounding only.
-    const double single_diff = max_diff_to_single_process(options, config, result.final_state);
-    std::printf("check: DDP vs the single-process reference on the global batch: max |parameter difference| %.3g\n",
-                single_diff);
-    report["max_diff_to_single_process"] = single_diff;
-  }
+  // DDP sums per-rank means where the single process takes one mean: equal within tolerance only.
+  if (config.zero.stage == 0 && options.check) enforce_single_process_oracle("DDP", options, config, result, report);
 }
 
 }  // namespace zero3
