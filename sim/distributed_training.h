@@ -49,6 +49,9 @@ struct DistributedRunOptions {
   int64_t save_at_step = 0;
   // Where every rank's tensors live and compute: cpu, or opaque (sim/opaque_device.h).
   Device device = Device::cpu;
+  // Stage 0 only: gradients all-reduced in buckets of this many f32 bytes, as PyTorch DDP does
+  // (ReplicatedOptions::allreduce_bucket_bytes); 0, one all-reduce per parameter.
+  int64_t ddp_allreduce_bucket_bytes = 0;
 };
 
 struct RankMemory {

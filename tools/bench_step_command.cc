@@ -1,13 +1,15 @@
-// `zero3 bench step`: the ZeRO-3 engine's step time over the DDP reference's, both on the same
-// simulated ranks, model and data, measured in the same run. The ratio is the figure of merit:
-// what the sharding machinery (gathers, releases, bucketed reduce-scatter) costs per step.
+// `zero3 bench step`: the ZeRO-3 engine's step time over two DDP baselines, all on the same simulated
+// ranks, model and data, measured in the same run: the exact DDP oracle (one all-reduce per
+// parameter) and DDP with PyTorch's bucketed all-reduce (the fair baseline, which the target judges).
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
+#include <optional>
 
 #include "core/base/atomic_file.h"
-#include "core/base/stopwatch.h"
 #include "core/base/errors.h"
+#include "core/base/stopwatch.h"
 #include "sim/distributed_training.h"
 #include "tools/commands.h"
 #include "tools/train_options.h"
@@ -15,6 +17,8 @@
 namespace zero3 {
 
 namespace {
+
+constexpr double kTargetRatio = 1.15;  // ZeRO-3 over bucketed DDP
 
 struct BenchStepFlags {
   std::string model = "gpt-tiny";
@@ -24,47 +28,92 @@ struct BenchStepFlags {
   uint64_t seed = 1;
   std::string report_path;
   std::string device = "cpu";
+  int64_t ddp_bucket_mib = 25;  // PyTorch DDP's bucket_cap_mb default
 };
 
-// Seconds per step of the fastest of `rounds` runs (the least disturbed by the rest of the machine).
-double seconds_per_step(const BenchStepFlags& flags, int zero_stage) {
+struct Engine {
+  const char* name;
+  int zero_stage;
+  bool bucketed;  // DDP only
+};
+// One round runs these in this order; the names are the report's keys.
+constexpr std::array<Engine, 3> kEngines = {{{"ddp_exact", 0, false}, {"ddp_bucketed", 0, true}, {"zero3", 3, false}}};
+
+DistributedRunOptions run_options(const BenchStepFlags& flags, const Engine& engine) {
   DistributedRunOptions options;
   options.model = flags.model;
   options.seed = flags.seed;
   options.world = flags.ranks;
   options.steps = flags.steps;
   options.device = simulated_device(flags.device);
-  options.config.zero.stage = zero_stage;
+  options.config.zero.stage = engine.zero_stage;
   options.config.zero.persistence_threshold = 0;  // shard everything: the cost being measured
-  double best = 1e30;
-  for (int round = 0; round < flags.rounds; ++round) {
-    const Stopwatch watch;
-    const DistributedRunResult result = run_distributed(options);
-    const double seconds = watch.seconds();
-    if (!result.sim.all_ok()) throw CorrectnessError("bench step run failed: " + result.sim.root_cause());
-    best = std::min(best, seconds / static_cast<double>(flags.steps));
+  if (engine.bucketed) options.ddp_allreduce_bucket_bytes = flags.ddp_bucket_mib << 20;
+  return options;
+}
+
+// Seconds per step of one run, steps only: from the end of the first step (a warm-up: first-touch
+// allocations, cold caches) to the end of the last, as rank 0 sees them inside the simulation, so
+// building the model, starting the fibers and the final state gather are not counted.
+double seconds_per_step(const BenchStepFlags& flags, const Engine& engine) {
+  DistributedRunOptions options = run_options(flags, engine);
+  const Stopwatch watch;
+  std::optional<double> first_step_end;
+  double last_step_end = 0.0;
+  options.on_step = [&](const StepStats&) {
+    last_step_end = watch.seconds();
+    if (!first_step_end) first_step_end = last_step_end;
+  };
+  const DistributedRunResult result = run_distributed(options);
+  if (!result.sim.all_ok()) {
+    throw CorrectnessError(std::string("bench step ") + engine.name + " run failed: " + result.sim.root_cause());
   }
-  return best;
+  ZERO3_CHECK(first_step_end && static_cast<int64_t>(result.steps.size()) == flags.steps, "every step was timed");
+  return (last_step_end - *first_step_end) / static_cast<double>(flags.steps - 1);
+}
+
+void write_report(const BenchStepFlags& flags, const std::array<double, 3>& best) {
+  const double ratio_exact = best[2] / best[0];
+  const double ratio_bucketed = best[2] / best[1];
+  const nlohmann::json report = {{"model", flags.model},
+                                 {"ranks", flags.ranks},
+                                 {"steps", flags.steps},
+                                 {"rounds", flags.rounds},
+                                 {"seed", flags.seed},
+                                 {"device", flags.device},
+                                 {"ddp_bucket_mib", flags.ddp_bucket_mib},
+                                 {"ddp_exact_s_per_step", best[0]},
+                                 {"ddp_bucketed_s_per_step", best[1]},
+                                 {"zero3_s_per_step", best[2]},
+                                 {"ratio_zero3_over_ddp_exact", ratio_exact},
+                                 {"ratio_zero3_over_ddp_bucketed", ratio_bucketed},
+                                 {"target", kTargetRatio},
+                                 {"target_judged_on", "ratio_zero3_over_ddp_bucketed"}};
+  write_file_atomically(flags.report_path, report.dump(2) + "\n");
 }
 
 void run_bench_step(const BenchStepFlags& flags) {
-  std::printf("# bench step  model=%s ranks=%d steps=%lld rounds=%d seed=%llu device=%s (fastest round counts)\n",
+  std::printf("# bench step  model=%s ranks=%d steps=%lld rounds=%d seed=%llu device=%s ddp_bucket_mib=%lld\n",
               flags.model.c_str(), flags.ranks, static_cast<long long>(flags.steps), flags.rounds,
-              static_cast<unsigned long long>(flags.seed), flags.device.c_str());
-  const double ddp = seconds_per_step(flags, 0);
-  const double zero3 = seconds_per_step(flags, 3);
-  const double ratio = zero3 / ddp;
-  std::printf("  ddp    %10.3f ms/step (all %d ranks, one process)\n", 1e3 * ddp, flags.ranks);
-  std::printf("  zero3  %10.3f ms/step\n", 1e3 * zero3);
-  std::printf("  ratio_zero3_over_ddp %.3f (target <= 1.15): %s\n", ratio, ratio <= 1.15 ? "met" : "NOT met");
-  if (!flags.report_path.empty()) {
-    const nlohmann::json report = {{"model", flags.model},     {"ranks", flags.ranks},
-                                   {"steps", flags.steps},     {"seed", flags.seed},
-                                   {"device", flags.device},
-                                   {"ddp_s_per_step", ddp},    {"zero3_s_per_step", zero3},
-                                   {"ratio_zero3_over_ddp", ratio}, {"target", 1.15}};
-    write_file_atomically(flags.report_path, report.dump(2) + "\n");
+              static_cast<unsigned long long>(flags.seed), flags.device.c_str(),
+              static_cast<long long>(flags.ddp_bucket_mib));
+  std::printf("# timed: steps 2..%lld (step 1 is warm-up); each round runs ddp_exact, ddp_bucketed, zero3 in turn; "
+              "each engine's fastest round counts\n",
+              static_cast<long long>(flags.steps));
+  // Interleaved, so that a slow patch of the machine hits every engine alike.
+  std::array<double, 3> best{1e30, 1e30, 1e30};
+  for (int round = 0; round < flags.rounds; ++round) {
+    for (size_t i = 0; i < kEngines.size(); ++i) best[i] = std::min(best[i], seconds_per_step(flags, kEngines[i]));
   }
+  std::printf("  ddp_exact     %10.3f ms/step (one all-reduce per parameter: the bitwise oracle)\n", 1e3 * best[0]);
+  std::printf("  ddp_bucketed  %10.3f ms/step (all-reduce in %lld MiB buckets, as PyTorch DDP)\n", 1e3 * best[1],
+              static_cast<long long>(flags.ddp_bucket_mib));
+  std::printf("  zero3         %10.3f ms/step (all %d ranks, one process)\n", 1e3 * best[2], flags.ranks);
+  const double ratio_bucketed = best[2] / best[1];
+  std::printf("  ratio_zero3_over_ddp_exact %.3f\n", best[2] / best[0]);
+  std::printf("  ratio_zero3_over_ddp_bucketed %.3f (target <= %.2f, judged on this one): %s\n", ratio_bucketed,
+              kTargetRatio, ratio_bucketed <= kTargetRatio ? "met" : "NOT met");
+  if (!flags.report_path.empty()) write_report(flags, best);
 }
 
 }  // namespace
@@ -72,16 +121,29 @@ void run_bench_step(const BenchStepFlags& flags) {
 void add_bench_step_command(CLI::App& bench_app) {
   auto flags = std::make_shared<BenchStepFlags>();
   CLI::App* command = bench_app.add_subcommand(
-      "step", "ZeRO-3 step time over DDP-reference step time on the same simulated ranks, measured in one run");
+      "step",
+      "ZeRO-3 step time over two DDP baselines on the same simulated ranks, measured in one run: exact DDP "
+      "(one all-reduce per parameter) and bucketed DDP (PyTorch's); the target (<= 1.15) is judged on bucketed");
   command->add_option("--model", flags->model, "built-in model name or JSON spec")->capture_default_str();
   command->add_option("--ranks", flags->ranks, "simulated ranks")->check(CLI::Range(1, 1024))->capture_default_str();
-  command->add_option("--steps", flags->steps, "steps per timed run")->check(CLI::Range(int64_t{1}, int64_t{100000}))
+  command
+      ->add_option("--steps", flags->steps,
+                   "steps per timed run, at least 2: the first is warm-up, the time from its end to the last "
+                   "step's end is divided by steps - 1")
+      ->check(CLI::Range(int64_t{2}, int64_t{100000}))
       ->capture_default_str();
-  command->add_option("--rounds", flags->rounds, "timed runs per engine; the fastest counts")
+  command
+      ->add_option("--rounds", flags->rounds,
+                   "rounds; each runs every engine once, in turn; each engine's fastest round counts")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   command->add_option("--seed", flags->seed, "seed")->capture_default_str();
   add_simulated_device_option(*command, flags->device);
+  command
+      ->add_option("--ddp-bucket-mib", flags->ddp_bucket_mib,
+                   "bucketed DDP's all-reduce bucket in MiB of f32 gradients (PyTorch's bucket_cap_mb)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   command->add_option("--report", flags->report_path, "write the figures as JSON here (atomically)");
   command->callback([flags] { run_bench_step(*flags); });
 }

@@ -10,6 +10,31 @@
 
 namespace zero3 {
 
+namespace {
+
+// PyTorch DDP's bucket assignment (compute_bucket_assignment_by_size) in id order: a parameter
+// joins the open bucket, which closes once it holds `bucket_bytes` of f32 gradients. With 0 every
+// parameter closes its own bucket.
+std::vector<std::vector<const Parameter*>> allreduce_buckets(const std::vector<Parameter*>& params,
+                                                             int64_t bucket_bytes) {
+  std::vector<std::vector<const Parameter*>> buckets;
+  std::vector<const Parameter*> open;
+  int64_t open_bytes = 0;
+  for (const Parameter* param : params) {
+    open.push_back(param);
+    open_bytes += param->numel() * dtype_bytes(DType::f32);
+    if (open_bytes >= bucket_bytes) {
+      buckets.push_back(std::move(open));
+      open.clear();
+      open_bytes = 0;
+    }
+  }
+  if (!open.empty()) buckets.push_back(std::move(open));
+  return buckets;
+}
+
+}  // namespace
+
 ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, ReplicatedOptions options)
     : model_(model), config_(config), options_(options),
       kernels_(options.kernels ? *options.kernels : cpu_kernels()) {
@@ -19,6 +44,7 @@ ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, Re
     // The model was initialised on the host; the trainer's copy lives on its device.
     slots_.push_back(make_optimizer_slot(kernels_, kernels_.to_device(param->data)));
   }
+  allreduce_buckets_ = allreduce_buckets(model_.parameters(), options_.allreduce_bucket_bytes);
   refresh_compute_copies();
 }
 
@@ -118,18 +144,54 @@ void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
     if (grad.defined()) grad_bytes += grad.bytes();
   }
   if (options_.allocator && grad_bytes > 0) options_.allocator->acquire(MemoryCategory::grad, grad_bytes, "gradients");
-  for (Parameter* param : model_.parameters()) {
-    // An unused parameter contributes zeros, so every rank issues the same collectives.
-    Tensor grad = ctx.param_grad(*param);
-    Tensor summed = grad.defined() ? cast(kernels_, grad, DType::f32) : device_zeros(kernels_, param->shape());
-    if (options_.comm) {
-      options_.comm->all_reduce(summed, ReduceOp::sum,
-                                {.module = param->owner().name(), .params = {param->name()}, .step = step,
-                                 .phase = "backward"});
-    }
-    accumulate_average(ctx.kernels(), grad_accum_[param->id()], summed, world());
+  for (const std::vector<const Parameter*>& bucket : allreduce_buckets_) {
+    if (bucket.size() == 1) reduce_parameter(ctx, *bucket.front(), step);
+    else reduce_bucket(ctx, bucket, step);
   }
   if (options_.allocator && grad_bytes > 0) options_.allocator->release(MemoryCategory::grad, grad_bytes);
+}
+
+void ReplicatedTrainer::reduce_parameter(Context& ctx, const Parameter& param, int64_t step) {
+  // An unused parameter contributes zeros, so every rank issues the same collectives.
+  const Tensor grad = ctx.param_grad(param);
+  Tensor summed = grad.defined() ? cast(kernels_, grad, DType::f32) : device_zeros(kernels_, param.shape());
+  if (options_.comm) {
+    options_.comm->all_reduce(summed, ReduceOp::sum,
+                              {.module = param.owner().name(), .params = {param.name()}, .step = step,
+                               .phase = "backward"});
+  }
+  accumulate_average(ctx.kernels(), grad_accum_[static_cast<size_t>(param.id())], summed, world());
+}
+
+void ReplicatedTrainer::reduce_bucket(Context& ctx, const std::vector<const Parameter*>& bucket, int64_t step) {
+  // The bucket's f32 gradients end to end, in id order. The buffer starts as zeros, which is what
+  // an unused parameter contributes; packing widens a bf16 gradient exactly, as the cast would.
+  int64_t bucket_numel = 0;
+  std::vector<std::string> names;
+  for (const Parameter* param : bucket) {
+    bucket_numel += param->numel();
+    names.push_back(param->name());
+  }
+  Tensor packed = device_zeros(kernels_, {bucket_numel});
+  int64_t offset = 0;
+  for (const Parameter* param : bucket) {
+    const Tensor grad = ctx.param_grad(*param);
+    if (grad.defined()) kernels_.copy_segments(grad, packed, {{.from = 0, .to = offset, .count = param->numel()}});
+    offset += param->numel();
+  }
+  // Each element is summed over ranks in rank order wherever it sits in the buffer, so one
+  // all-reduce per bucket equals one per parameter bit for bit.
+  if (options_.comm) {
+    options_.comm->all_reduce(packed, ReduceOp::sum,
+                              {.module = "", .params = std::move(names), .step = step, .phase = "backward"});
+  }
+  offset = 0;
+  for (const Parameter* param : bucket) {
+    Tensor summed = device_zeros(kernels_, param->shape());
+    kernels_.copy_segments(packed, summed, {{.from = offset, .to = 0, .count = param->numel()}});
+    accumulate_average(ctx.kernels(), grad_accum_[static_cast<size_t>(param->id())], summed, world());
+    offset += param->numel();
+  }
 }
 
 float ReplicatedTrainer::global_grad_norm() {

@@ -1,7 +1,8 @@
 // Unsharded training: every rank holds every parameter in full. Without a communicator this is
 // the single-process reference trainer (one rank trains on the global batch); with one it is the
 // DDP reference — the oracle the ZeRO-3 engine must equal bit for bit — where each rank trains on
-// its own data shard and gradients are all-reduced (summed in rank order) per parameter in id order.
+// its own data shard and gradients are all-reduced (summed in rank order) per parameter in id order,
+// or, with allreduce_bucket_bytes, packed into buckets as PyTorch DDP does (the same sums, bit for bit).
 //
 //   ReplicatedTrainer trainer(*built.model, config, {.global_ranks = 4});
 //   for (int64_t step = 0; step < steps; ++step) StepStats stats = trainer.train_step(ctx, *built.data, step);
@@ -29,6 +30,10 @@ struct ReplicatedOptions {
   Allocator* allocator = nullptr;
   // Where the state lives and computes (null: cpu_kernels()); the context's kernels must match.
   Kernels* kernels = nullptr;
+  // Gradients all-reduced together, as PyTorch DDP's buckets (bucket_cap_mb): parameters are taken
+  // in id order and a bucket closes once its f32 gradients reach this many bytes, so a parameter
+  // larger than the cap ends a bucket. 0: one all-reduce per parameter (the oracle's plain form).
+  int64_t allreduce_bucket_bytes = 0;
 };
 
 class ReplicatedTrainer : public Trainer {
@@ -52,6 +57,8 @@ class ReplicatedTrainer : public Trainer {
  private:
   void forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro);
   void reduce_gradients(Context& ctx, int64_t step);
+  void reduce_parameter(Context& ctx, const Parameter& param, int64_t step);
+  void reduce_bucket(Context& ctx, const std::vector<const Parameter*>& bucket, int64_t step);
   double mean_loss(int64_t step);
   float global_grad_norm();
   std::vector<OptimizerSlot> host_copies(const std::vector<OptimizerSlot>& slots) const;
@@ -62,6 +69,7 @@ class ReplicatedTrainer : public Trainer {
   ReplicatedOptions options_;
   std::vector<OptimizerSlot> slots_;     // by parameter id
   std::vector<Tensor> grad_accum_;       // f32, by parameter id
+  std::vector<std::vector<const Parameter*>> allreduce_buckets_;  // id order; one per all-reduce
   Kernels& kernels_;
   Tensor micro_losses_;                  // f32 [gradient_accumulation_steps] on the device
 };

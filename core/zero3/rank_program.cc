@@ -66,7 +66,8 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
     replicated = std::make_unique<ReplicatedTrainer>(
         *built.model, options.config,
         ReplicatedOptions{.global_ranks = options.global_ranks, .comm = seams.comm, .allocator = &seams.allocator,
-                          .kernels = &seams.kernels});
+                          .kernels = &seams.kernels,
+                          .allreduce_bucket_bytes = options.ddp_allreduce_bucket_bytes});
     trainer = replicated.get();
   }
   Context ctx(seams.kernels, engine.get(), rank_of(seams));

@@ -44,6 +44,7 @@ struct RankProgramOptions {
   std::function<void(int64_t steps_taken)> on_saved = {};      // rank 0, after a save is published
   std::function<void()> on_training_done = {};                 // every rank, before the final gather
   EngineObserver* observer = nullptr;                          // ZeRO-3 only
+  int64_t ddp_allreduce_bucket_bytes = 0;  // stage 0 only: ReplicatedOptions::allreduce_bucket_bytes
 };
 
 struct RankProgramResult {
