@@ -4,8 +4,10 @@
 // computed independently from (seed, rank, index), small integers so that sums are exact.
 //
 // One thread moves the data of every rank, so the fair yardstick is the machine's memcpy
-// bandwidth, measured in the same run at the same size: ratio_to_memcpy = (W * size / time) /
-// memcpy bandwidth, i.e. bytes delivered to all ranks per second over bytes memcpy moves per second.
+// bandwidth, measured in the same run at the same size: ratio_to_memcpy = (delivered / time) /
+// memcpy bandwidth, where delivered is the bytes all ranks receive: W * size for all-gather (each
+// rank gets the whole buffer), size for reduce-scatter (each rank gets its block of size / W).
+// time is the mean per collective over the fastest of 3 rounds.
 // Wall-clock time (steady_clock) is measured here and nowhere else in sim/; it never feeds back
 // into what the simulation does.
 //
@@ -34,7 +36,8 @@ struct CommBenchRow {
   int64_t bytes = 0;       // count * world * 4
   int64_t count = 0;       // elements per rank block
   int iterations = 0;
-  double time_us = 0.0;    // mean per collective
+  int64_t delivered_bytes = 0;  // received by all ranks together per collective
+  double time_us = 0.0;    // mean per collective in the fastest of 3 rounds
   double algbw_gbps = 0.0;
   double busbw_gbps = 0.0;
   int64_t wrong = 0;

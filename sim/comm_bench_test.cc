@@ -22,6 +22,13 @@ TEST(CommBench, SmallSizesHaveNoWrongElementsAndReportRatiosToMemcpy) {
     EXPECT_EQ(row.bytes, row.count * 3 * 4);
     EXPECT_GT(row.ratio_to_memcpy, 0.0);
     EXPECT_DOUBLE_EQ(row.busbw_gbps, row.algbw_gbps * 2.0 / 3.0);
+    // The ratio counts what the ranks receive: all of it on every rank for a gather, one block
+    // each for a reduce-scatter.
+    EXPECT_EQ(row.delivered_bytes, row.op == "all_gather" ? 3 * row.bytes : row.bytes) << row.op;
+    EXPECT_NEAR(row.ratio_to_memcpy,
+                static_cast<double>(row.delivered_bytes) / (row.time_us * 1e-6) / 1e9 / row.memcpy_gbps,
+                1e-9 * row.ratio_to_memcpy)
+        << row.op << " " << row.bytes;
   }
   EXPECT_NE(out.str().find("all_gather"), std::string::npos);
   const std::string path = (std::filesystem::temp_directory_path() / "zero3_comm_bench_test.json").string();
