@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """CTest check of tools/record_torch_trace.py without pytest: records the demo model (a tied head
 reached through F.linear) and replays it with `zero3 replay`, which must accept the trace, see the
-tied weight as an external parameter, and find nothing wrong. Exits 77 (CTest: skipped) when
-PyTorch is not installed; the Debian package python3-torch provides it.
+tied weight as an external parameter, find nothing wrong, and predict a non-zero compute time.
+Run it with the interpreter that has PyTorch: Debian's /usr/bin/python3 with python3-torch, which
+tools/lib/build.sh installs; without PyTorch it fails and says so (CTest must not skip it).
 
     tools/record_torch_trace_test.py build/tools/zero3
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -22,8 +24,8 @@ def main():
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("skipped: PyTorch is not installed (apt-get install python3-torch to run this test)")
-        return 77
+        print(f"FAIL: {sys.executable} cannot import torch: apt-get install python3-torch (tools/lib/build.sh does)")
+        return 1
     zero3 = sys.argv[1]
     failures = []
     with tempfile.TemporaryDirectory() as folder:
@@ -47,6 +49,12 @@ def main():
                 failures.append("replay registered no external parameter for the tied head")
             if report["checks"]["findings"]:
                 failures.append(f"replay found problems: {report['checks']['findings']}")
+            # The recorder writes the tokens per micro-step, from which replay derives the flops.
+            compute_s = report["time"]["steps"][-1]["compute_s"]
+            if not compute_s > 0:
+                failures.append(f"the demo trace predicts {compute_s} s of compute (no tokens recorded?)")
+            if re.search(r"\(compute 0\.0+ ", replay.stdout):
+                failures.append("the summary prints the demo's compute time as zero")
     for failure in failures:
         print("FAIL: " + failure)
     print("record_torch_trace: " + ("ok" if not failures else f"{len(failures)} failures"))

@@ -22,6 +22,15 @@ std::string gb(double bytes) {
   return format("%.0f B", bytes);
 }
 
+// Seconds in the unit that keeps three significant places: a tiny model's compute is nanoseconds,
+// and "0.000000 s" read as none at all.
+std::string seconds(double value) {
+  if (value >= 1.0 || value == 0.0) return format("%.3f s", value);
+  if (value >= 1e-3) return format("%.3f ms", value * 1e3);
+  if (value >= 1e-6) return format("%.3f us", value * 1e6);
+  return format("%.3f ns", value * 1e9);
+}
+
 std::string count(double value) {
   if (value >= 1e9) return format("%.2fB", value / 1e9);
   if (value >= 1e6) return format("%.2fM", value / 1e6);
@@ -66,7 +75,7 @@ std::string model_state_lines(const nlohmann::json& report) {
 std::string peak_line(const nlohmann::json& rank, const std::string& who) {
   const nlohmann::json& peak = rank.at("peak_total");
   std::string out = "peak " + who + ": " + gb(peak.at("bytes").get<double>()) +
-                    format(" at %.6f s", peak.at("at_s").get<double>()) + " (step " +
+                    " at " + seconds(peak.at("at_s").get<double>()) + " (step " +
                     std::to_string(peak.at("step").get<int64_t>()) + ", " + peak.at("phase").get<std::string>() +
                     ", module '" + peak.at("module").get<std::string>() + "'); each category's own peak:";
   for (const auto& [category, moment] : rank.at("categories").items()) {
@@ -107,9 +116,10 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
   const nlohmann::json& hardware = time.at("hardware");
   if (!time.at("steps").empty()) {
     const nlohmann::json& last = time.at("steps").back();
-    out += format("predicted step time: %.6f s (compute %.6f s, communication %.6f s, ", last.at("duration_s").get<double>(),
-                  last.at("compute_s").get<double>(), last.at("communication_s").get<double>()) +
-           format("%.6f s not hidden by compute)", last.at("exposed_communication_s").get<double>()) + " on " +
+    out += "predicted step time: " + seconds(last.at("duration_s").get<double>()) + " (compute " +
+           seconds(last.at("compute_s").get<double>()) + ", communication " +
+           seconds(last.at("communication_s").get<double>()) + ", " +
+           seconds(last.at("exposed_communication_s").get<double>()) + " not hidden by compute) on " +
            hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() + "\n";
   }
   return out;
