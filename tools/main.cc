@@ -1,6 +1,7 @@
 // zero3: train with ZeRO-3 over simulated ranks or GPUs, fuzz it, replay traces.
 // Exit codes (DESIGN.md): 0 ok, 1 usage or bad input, 2 correctness, 3 liveness, 4 backend.
 #include <cstdio>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -26,6 +27,20 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   zero3::add_bench_comm_command(*bench);
   zero3::add_bench_step_command(*bench);
+  // CLI11 answers an unknown command with "A subcommand is required", which does not say which
+  // word it did not know; name it and the commands there are.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+      found = found || command->check_name(argv[1]);
+      known += (known.empty() ? "" : ", ") + command->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "error: unknown command '%s' (commands: %s; see zero3 --help)\n", argv[1], known.c_str());
+      return zero3::kExitBadInput;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

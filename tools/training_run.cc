@@ -165,6 +165,7 @@ void write_failure_report(const TrainOptions& options, const std::exception& err
 
 TrainOutcome train_and_report(const TrainOptions& requested) {
   TrainOptions options = requested;
+  train_device(options);  // a device the backend cannot use is refused before any work starts
   // Once for the whole run, which reads the checkpoint several times: one fallback warning at most.
   if (!options.load_checkpoint.empty()) options.load_checkpoint = checkpoint_dir_to_read(options.load_checkpoint);
   std::vector<std::string> warnings;

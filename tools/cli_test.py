@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The CLI as a user meets it: exit codes and what each command prints, on good input and on bad
+(a bad flag, model, spec, config, checkpoint or case file is exit 1 naming the file, the JSON path
+and what was expected, and leaves nothing half-written). One table of cases; every case says the
+exit code it expects and the text that must appear in stdout + stderr.
+
+    tools/cli_test.py build/tools/zero3
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def write(path, value):
+    with open(path, "w") as out:
+        out.write(value if isinstance(value, str) else json.dumps(value))
+    return path
+
+
+def cases(folder):
+    spec = write(os.path.join(folder, "bad_spec.json"), {"zero3_model_spec": 1, "layers": []})
+    broken_json = write(os.path.join(folder, "broken.json"), '{"zero3_model_spec": 1,')
+    config = write(os.path.join(folder, "bad_config.json"), {"train_micro_batch_size_per_gpu": "four"})
+    case_file = write(os.path.join(folder, "bad_case.json"), {"zero3_trace": 1, "model_spec": {}, "run": {"world": 0}})
+    checkpoint = os.path.join(folder, "ck")
+    consolidated = os.path.join(folder, "full")
+    missing = os.path.join(folder, "missing")
+    return [
+        # (name, arguments, exit code, texts that must appear, paths that must not exist afterwards)
+        ("help lists the commands", ["--help"], 0, ["train", "fuzz", "replay", "bench", "consolidate"], []),
+        ("an unknown command is a usage error naming it", ["no-such-command"], 1,
+         ["unknown command 'no-such-command'", "train"], []),
+        ("train --help teaches the device flag", ["train", "--help"], 0, ["--device", "opaque", "--check"], []),
+        ("a step count out of range is a usage error", ["train", "--steps", "0"], 1, ["--steps"], []),
+        ("an unknown model names the built-in ones", ["train", "--model", "no-such-model", "--steps", "1"], 1,
+         ["'no-such-model'", "gpt-tiny"], []),
+        ("a bad model spec names the file and the JSON path", ["train", "--model", spec, "--steps", "1"], 1,
+         [spec + ": at /kind"], []),
+        ("a spec that is not JSON names the file", ["train", "--model", broken_json, "--steps", "1"], 1,
+         [broken_json], []),
+        ("a bad config names the file, the path and the expectation", ["train", "--config", config, "--steps", "1"],
+         1, [config + ": at /train_micro_batch_size_per_gpu: expected an integer"], []),
+        ("the reference trains and prints its seed, replay command and hash",
+         ["train", "--backend", "ref", "--steps", "2"], 0, ["final parameter hash", "zero3 train --backend ref"], []),
+        ("simulated ZeRO-3 with --check equals DDP and the single-process oracle",
+         ["train", "--backend", "sim", "--ranks", "3", "--steps", "2", "--check", "--device", "opaque"], 0,
+         ["bitwise equal", "single-process reference", "host syncs per step: 2"], []),
+        ("--device is refused on the cuda backend", ["train", "--backend", "cuda", "--device", "opaque"], 1,
+         ["--device opaque is for the ref and sim backends"], []),
+        ("a save at a step past the run is refused before training",
+         ["train", "--backend", "sim", "--ranks", "2", "--steps", "2", "--save-checkpoint", checkpoint,
+          "--save-at", "5"], 1, ["--save-at"], [checkpoint]),
+        ("a checkpoint is saved", ["train", "--backend", "sim", "--ranks", "2", "--steps", "2",
+                                   "--save-checkpoint", checkpoint], 0, ["final parameter hash"], []),
+        ("consolidate writes a world-1 checkpoint", ["consolidate", checkpoint, consolidated], 0, [], []),
+        ("the reference resumes from the consolidated checkpoint",
+         ["train", "--backend", "ref", "--steps", "3", "--load-checkpoint", consolidated], 0,
+         ["final parameter hash"], []),
+        ("consolidate of a missing folder names it and writes nothing",
+         ["consolidate", missing, os.path.join(folder, "never")], 1, [missing], [os.path.join(folder, "never")]),
+        ("inspect lists the built-in models", ["inspect", "--list"], 0, ["gpt-tiny", "moe-tiny"], []),
+        ("inspect prints a parameter table", ["inspect", "gpt2-124m"], 0, ["148 parameters, 124439808 elements"], []),
+        ("inspect of an unknown model is exit 1", ["inspect", "nothing"], 1, ["'nothing'"], []),
+        ("fuzz prints its seed and a replay command",
+         ["fuzz", "--cases", "3", "--seed", "5", "--property", "equivalence", "--out", folder], 0,
+         ["seed=5", "replay: zero3 fuzz --cases 3 --seed 5", "passed"], []),
+        ("fuzz of an unknown property names the known ones", ["fuzz", "--property", "nope"], 1,
+         ["unknown property 'nope'", "equivalence"], []),
+        ("fuzz --replay of a missing file names it", ["fuzz", "--replay", missing], 1, [missing], []),
+        ("fuzz --replay of a malformed case file names the JSON path", ["fuzz", "--replay", case_file], 1,
+         [case_file + ": at /"], []),
+        ("bench step reports both ratios", ["bench", "step", "--steps", "2", "--rounds", "1", "--ranks", "2"], 0,
+         ["ratio_zero3_over_ddp_exact", "ratio_zero3_over_ddp_bucketed"], []),
+        ("bench comm checks its data", ["bench", "comm", "--ranks", "2", "--max-bytes", "4096"], 0,
+         ["all_gather", "reduce_scatter", "#wrong"], []),
+        ("replay of a missing trace names it", ["replay", missing], 1, [missing], []),
+        ("demo trains ZeRO-3 and DDP and finds them equal", ["demo"], 0, ["bitwise", "final parameter hash"], []),
+    ]
+
+
+def main():
+    if len(sys.argv) != 2:
+        print("usage: cli_test.py PATH_TO_ZERO3", file=sys.stderr)
+        return 1
+    zero3 = os.path.abspath(sys.argv[1])
+    failures = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name, arguments, code, texts, absent in cases(folder):
+            result = subprocess.run([zero3] + arguments, capture_output=True, text=True, cwd=folder)
+            output = result.stdout + result.stderr
+            problems = []
+            if result.returncode != code:
+                problems.append(f"exit {result.returncode}, expected {code}")
+            problems += [f"missing text {text!r}" for text in texts if text not in output]
+            problems += [f"{path} exists" for path in absent if os.path.exists(path)]
+            print(("ok   " if not problems else "FAIL ") + name)
+            if problems:
+                tail = "\n      ".join(output.strip().splitlines()[-6:])
+                failures.append(f"{name} (zero3 {' '.join(arguments)}): {'; '.join(problems)}\n      {tail}")
+    for failure in failures:
+        print("FAIL: " + failure)
+    print("cli: " + ("ok" if not failures else f"{len(failures)} failures"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
