@@ -57,6 +57,7 @@ class ProgressListener : public rc::detail::TestListener {
 struct LastFailure {
   FuzzCase fuzz_case;
   std::string message;
+  bool harness_error = false;
 };
 
 // The property's verdict on one case; with an injection, a case counts against it only when it
@@ -68,7 +69,7 @@ Verdict check_case(const FuzzProperty& property, const FuzzOptions& options, con
     try {
       return property.check(fuzz_case);
     } catch (const std::exception& error) {
-      return {.ok = false, .message = std::string("the harness threw: ") + error.what()};
+      return {.ok = false, .message = std::string("the harness threw: ") + error.what(), .harness_error = true};
     }
   };
   if (options.inject.empty()) return check(generated);
@@ -80,7 +81,8 @@ Verdict check_case(const FuzzProperty& property, const FuzzOptions& options, con
     failing_without_injection++;
     return {};
   }
-  return {.ok = false, .message = "with " + options.inject + " (and not without it): " + verdict.message};
+  return {.ok = false, .message = "with " + options.inject + " (and not without it): " + verdict.message,
+          .harness_error = verdict.harness_error};
 }
 
 // One RapidCheck run of `property` over `cases` cases. RapidCheck's shrinker accepts a candidate
@@ -95,7 +97,7 @@ rc::detail::TestResult check_batch(const FuzzProperty& property, const FuzzOptio
     generated.device = options.device;
     const Verdict verdict = check_case(property, options, generated, failing_without_injection);
     if (!verdict.ok) {
-      last_failure = {generated, verdict.message};
+      last_failure = {generated, verdict.message, verdict.harness_error};
       if (!options.inject.empty()) apply_injection(options.inject, last_failure.fuzz_case);
       RC_FAIL(verdict.message);
     }
@@ -128,6 +130,7 @@ PropertyResult run_property(const FuzzProperty& property, size_t index, const Fu
       result.cases += failure.numSuccess + 1;
       result.counterexample = last_failure.fuzz_case;
       result.message = last_failure.message;
+      result.harness_error = last_failure.harness_error;
       break;
     }
     result.cases += cases;

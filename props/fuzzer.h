@@ -67,6 +67,7 @@ struct PropertyResult {
   int64_t failing_without_injection = 0;
   FuzzCase counterexample{};  // shrunk, the injection applied
   std::string message{};
+  bool harness_error = false;  // the shrunk failure was the harness throwing, not a verdict on the engine
 };
 
 struct FuzzReport {

@@ -28,7 +28,10 @@ namespace zero3 {
 
 struct Verdict {
   bool ok = true;
-  std::string message;  // why not: the root cause or the first differences
+  std::string message{};  // why not: the root cause or the first differences
+  // The harness itself threw while judging: a failure, but not evidence about the engine, so an
+  // injection is never credited with it (the fuzzer sets this, properties do not).
+  bool harness_error = false;
 };
 
 Verdict check_equivalence(const FuzzCase& fuzz_case);

@@ -8,7 +8,9 @@
 
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
+#include "core/base/text.h"
 #include "props/fuzzer.h"
+#include "props/injection_table.h"
 #include "props/injections.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
@@ -25,6 +27,8 @@ struct FuzzFlags {
   std::string replay_path;
   bool list_injections = false;
   std::string device = "cpu";
+  bool injection_table = false;
+  std::vector<uint64_t> table_seeds = {1, 2, 3};
 };
 
 std::string replay_command(const FuzzFlags& flags) {
@@ -111,6 +115,24 @@ void run_fuzz_command(FuzzFlags& flags) {
   }
 }
 
+// Every injection fuzzed with each seed; exit 2 unless every one is caught by a verdict on the
+// engine (not the harness throwing) for every seed.
+void run_injection_table_command(const FuzzFlags& flags) {
+  InjectionTableOptions options{.seeds = flags.table_seeds, .cases = flags.options.cases,
+                                .max_ranks = flags.options.max_ranks, .device = simulated_device(flags.device)};
+  if (!flags.options.inject.empty()) options.injections = {flags.options.inject};
+  std::printf("zero3 fuzz --injection-table: %zu seeds, up to %lld cases per property, max-ranks %d, device %s\n",
+              options.seeds.size(), static_cast<long long>(options.cases), options.max_ranks, flags.device.c_str());
+  std::fflush(stdout);
+  const InjectionTable table = run_injection_table(options);
+  std::printf("\n%s\n(%.1f s)\n", injection_table_markdown(table).c_str(), table.seconds);
+  std::vector<std::string> missed;
+  for (const InjectionRow& row : table.rows) {
+    if (!row.caught_every_seed()) missed.push_back(row.injection);
+  }
+  if (!missed.empty()) throw CorrectnessError("not caught for every seed: " + join_words(missed));
+}
+
 void run_replay(const std::string& path) {
   const ReplayResult replay = replay_case_file(path);
   std::printf("replay %s: property %s %s\n", path.c_str(), replay.property.c_str(),
@@ -152,6 +174,13 @@ void add_fuzz_command(CLI::App& app) {
   command->add_option("--replay", flags->replay_path, "re-run the case in this case file; exit 2 if it still fails");
   add_simulated_device_option(*command, flags->device);
   command->add_flag("--list-injections", flags->list_injections, "list the injections, one per line");
+  command->add_flag("--injection-table", flags->injection_table,
+                    "fuzz every injection (or --inject's) with each of --seeds, stopping at the first counterexample, "
+                    "and print the mutation-score table: which property caught it, at which case, how small it "
+                    "shrank, and cases that failed without it; exit 2 unless every one is caught for every seed");
+  command->add_option("--seeds", flags->table_seeds, "seeds of --injection-table, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
   command->callback([flags] {
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {
@@ -160,6 +189,7 @@ void add_fuzz_command(CLI::App& app) {
       return;
     }
     if (!flags->replay_path.empty()) return run_replay(flags->replay_path);
+    if (flags->injection_table) return run_injection_table_command(*flags);
     run_fuzz_command(*flags);
   });
 }
