@@ -101,17 +101,33 @@ const char* run_outcome_name(RunOutcome outcome) {
   return "unknown";
 }
 
+namespace {
+
+// Counts placeholder reads; one per rank, so failures on any rank leave the count intact.
+class PlaceholderReadCounter : public EngineObserver {
+ public:
+  void on_placeholder_read(const Parameter&, ParamStatus) override { ++reads; }
+  int64_t reads = 0;
+};
+
+}  // namespace
+
 ClassifiedRun classify_run(const FuzzCase& fuzz_case) {
-  const DistributedRunResult zero3 = run_distributed(run_options(fuzz_case));
+  DistributedRunOptions options = run_options(fuzz_case);
+  std::vector<PlaceholderReadCounter> counters(static_cast<size_t>(fuzz_case.world));
+  options.observer_for_rank = [&](int rank) { return &counters[static_cast<size_t>(rank)]; };
+  const DistributedRunResult zero3 = run_distributed(options);
+  int64_t reads = 0;
+  for (const PlaceholderReadCounter& counter : counters) reads += counter.reads;
   if (!zero3.sim.all_ok()) {
     const RankOutcome& root = zero3.sim.ranks[static_cast<size_t>(zero3.sim.root_cause_rank)];
     const bool typed = is_error<Zero3Error>(root.exception);
-    return {typed ? RunOutcome::specific_error : RunOutcome::unspecific_error, root_cause_text(zero3.sim)};
+    return {typed ? RunOutcome::specific_error : RunOutcome::unspecific_error, root_cause_text(zero3.sim), reads};
   }
   const DistributedRunResult reference = run_distributed(reference_options(fuzz_case));
   const std::string differences = differences_between_runs(zero3, reference);
-  if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences};
-  return {differences.empty() ? RunOutcome::equal : RunOutcome::silent_mismatch, differences};
+  if (!reference.sim.all_ok()) return {RunOutcome::unspecific_error, differences, reads};
+  return {differences.empty() ? RunOutcome::equal : RunOutcome::silent_mismatch, differences, reads};
 }
 
 Verdict check_equivalence(const FuzzCase& fuzz_case) {

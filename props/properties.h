@@ -53,6 +53,9 @@ const char* run_outcome_name(RunOutcome outcome);
 struct ClassifiedRun {
   RunOutcome outcome = RunOutcome::equal;
   std::string detail;
+  // Reads of a parameter that was not available through a raw handle, over every rank (the engine
+  // reports each before its placeholder policy answers): 0 means the trap was never reached.
+  int64_t placeholder_reads = 0;
 };
 ClassifiedRun classify_run(const FuzzCase& fuzz_case);
 // check_no_silent_failure's verdict on an already classified run.

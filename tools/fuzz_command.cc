@@ -11,6 +11,7 @@
 #include "core/base/text.h"
 #include "props/fuzzer.h"
 #include "props/injection_table.h"
+#include "props/placeholder_rates.h"
 #include "props/injections.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
@@ -28,6 +29,7 @@ struct FuzzFlags {
   bool list_injections = false;
   std::string device = "cpu";
   bool injection_table = false;
+  bool placeholder_rates = false;
   std::vector<uint64_t> table_seeds = {1, 2, 3};
 };
 
@@ -133,6 +135,23 @@ void run_injection_table_command(const FuzzFlags& flags) {
   if (!missed.empty()) throw CorrectnessError("not caught for every seed: " + join_words(missed));
 }
 
+// Broadcast-trap cases under each placeholder policy; exit 2 unless the error policy gives the
+// specific error every time the trap is reached.
+void run_placeholder_rates_command(const FuzzFlags& flags) {
+  const PlaceholderRatesOptions options{.cases = flags.options.cases, .seed = flags.options.seed,
+                                        .max_ranks = flags.options.max_ranks};
+  std::printf("zero3 fuzz --placeholder-rates: %lld broadcast-trap cases, seed %llu, max-ranks %d\n",
+              static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks);
+  std::fflush(stdout);
+  const PlaceholderRates rates = measure_placeholder_rates(options);
+  std::printf("\n%s\n(%.1f s)\n", placeholder_rates_table(rates).c_str(), rates.seconds);
+  const PolicyRates& error = rates.policies.front();
+  if (error.specific_error != error.trap_reached) {
+    throw CorrectnessError("the error policy did not give the specific error every time the trap was reached (" +
+                           std::to_string(error.specific_error) + " of " + std::to_string(error.trap_reached) + ")");
+  }
+}
+
 void run_replay(const std::string& path) {
   const ReplayResult replay = replay_case_file(path);
   std::printf("replay %s: property %s %s\n", path.c_str(), replay.property.c_str(),
@@ -178,6 +197,10 @@ void add_fuzz_command(CLI::App& app) {
                     "fuzz every injection (or --inject's) with each of --seeds, stopping at the first counterexample, "
                     "and print the mutation-score table: which property caught it, at which case, how small it "
                     "shrank, and cases that failed without it; exit 2 unless every one is caught for every seed");
+  command->add_flag("--placeholder-rates", flags->placeholder_rates,
+                    "run --cases broadcast-trap cases under each placeholder policy (error, empty, scalar) and print, "
+                    "of the cases where a raw handle read an ungathered parameter, how many ended in a silent wrong "
+                    "result, the specific error or another error; exit 2 unless `error` always gives the specific one");
   command->add_option("--seeds", flags->table_seeds, "seeds of --injection-table, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -190,6 +213,10 @@ void add_fuzz_command(CLI::App& app) {
     }
     if (!flags->replay_path.empty()) return run_replay(flags->replay_path);
     if (flags->injection_table) return run_injection_table_command(*flags);
+    if (flags->placeholder_rates) {
+      if (!flags->seed_given) flags->options.seed = 1;
+      return run_placeholder_rates_command(*flags);
+    }
     run_fuzz_command(*flags);
   });
 }

@@ -364,6 +364,7 @@ Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param)
 Tensor Zero3Engine::raw_access(Context& ctx, Parameter& param) {
   const ParamState& state = *states_[param.id()];
   if (state.status == ParamStatus::available) return state.full;
+  if (observer_) observer_->on_placeholder_read(param, state.status);
   switch (config_.zero.placeholder) {
     case PlaceholderPolicy::empty: return Tensor::zeros({0}, compute_dtype_, data_device());
     case PlaceholderPolicy::scalar: return device_full(ctx.kernels(), {1}, 1.0f, compute_dtype_);

@@ -51,6 +51,9 @@ class EngineObserver {
   virtual void after_post_forward(const Module&, const Zero3Engine&) {}
   virtual void after_post_backward(const Module&, const Zero3Engine&) {}
   virtual void after_step(const Zero3Engine&) {}
+  // A raw handle read a parameter that is not available: the placeholder policy decides what the
+  // reader gets (the error policy throws right after this call).
+  virtual void on_placeholder_read(const Parameter&, ParamStatus /*status*/) {}
 };
 
 class Zero3Engine : public ModuleHooks, public Trainer {
