@@ -39,6 +39,16 @@ void LifecycleChecker::on_transition(const Parameter& param, ParamStatus from, P
               where);
   }
   status_[id] = to;
+  // The same rule as the engine's: a parameter of at most persistence_threshold elements persists.
+  if (param.numel() > config_.zero.persistence_threshold) {
+    if (from == ParamStatus::available) gathered_non_persistent_ -= param.numel();
+    if (to == ParamStatus::available) gathered_non_persistent_ += param.numel();
+    const int64_t bound = config_.zero.max_live_elements + fetch_unit_elements_max_;
+    if (to == ParamStatus::available && gathered_non_persistent_ > bound) {
+      violation(std::to_string(gathered_non_persistent_) + " non-persistent elements gathered once " + where +
+                " became AVAILABLE, above max_live_elements + the largest fetch unit = " + std::to_string(bound));
+    }
+  }
 }
 
 void LifecycleChecker::check_module_released(const Module& module, const Zero3Engine& engine, const char* hook) {

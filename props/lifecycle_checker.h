@@ -7,7 +7,9 @@
 //     previous step's trace, so at step 0 the check is exact; they are never left INFLIGHT;
 //   - after step() every non-persistent parameter is NOT_AVAILABLE and none is INFLIGHT;
 //   - the engine's live elements equal the checker's count of AVAILABLE elements, and the
-//     non-persistent ones never exceed max_live_elements + the largest fetch unit (model_facts.h).
+//     non-persistent ones never exceed max_live_elements + the largest fetch unit (model_facts.h):
+//     at every hook, and at every transition to AVAILABLE in between (a bound kept only at hooks
+//     would let a prefetch overshoot between them).
 //
 //   LifecycleChecker checker(config, facts.fetch_unit_elements_max);
 //   engine.set_observer(&checker);
@@ -42,6 +44,7 @@ class LifecycleChecker : public EngineObserver {
   int64_t steps_done_ = 0;
   std::vector<const Parameter*> params_;  // by id, as seen in transitions
   std::vector<ParamStatus> status_;       // by id
+  int64_t gathered_non_persistent_ = 0;   // AVAILABLE elements of non-persistent parameters, by transitions
   std::vector<std::string> violations_;
 };
 
