@@ -3,7 +3,7 @@
 // RapidCheck shrink the first counterexample, and hands that case back, ready to be written as a
 // case file and replayed.
 //
-//   FuzzReport report = run_fuzz({.cases = 200, .seed = 7, .inject = "padding-uninitialized"});
+//   FuzzReport report = run_fuzz({.cases = 200, .seed = 7, .inject = "grad-padding-uninitialized"});
 //   if (const PropertyResult* failure = report.first_failure()) {
 //     write_file_atomically("case.json",
 //                           case_file_json(failure->counterexample, failure->property, failure->message).dump(2));

@@ -170,7 +170,7 @@ void add_fuzz_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "fuzz", "Property-based fuzzing of the ZeRO-3 engine against the DDP reference on generated models,\n"
               "configs, world sizes and faults; shrinks and saves counterexamples. Exit 2 on a counterexample.\n"
-              "Example: zero3 fuzz --cases 200 --seed 7 --inject padding-uninitialized");
+              "Example: zero3 fuzz --cases 200 --seed 7 --inject grad-padding-uninitialized");
   command->add_option("--cases", flags->options.cases, "cases per property")
       ->capture_default_str()
       ->check(CLI::Range(1, 1'000'000));

@@ -17,8 +17,12 @@ enum class Bug : uint8_t {
   external_not_registered,
   // Gradient buckets laid out in hook-arrival order instead of parameter-id order.
   bucket_order_by_arrival,
-  // Shard padding left uninitialised (DeepSpeed allocates it with torch.empty).
+  // Parameter shard padding left uninitialised (DeepSpeed allocates the flat partition with
+  // torch.empty): the last ranks' shards carry garbage beyond the parameter's elements.
   padding_uninitialized,
+  // Gradient bucket padding left uninitialised before the reduce-scatter, so the padding of the
+  // gradient shards (and the global norm over them) carries garbage.
+  grad_padding_uninitialized,
   // A gradient bucket that exactly fills reduce_bucket_size is never flushed on time and its
   // reduction is skipped.
   bucket_exact_size_skipped,

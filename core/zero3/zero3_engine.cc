@@ -28,8 +28,12 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     state->param = param;
     state->numel = param->numel();
     // The model was initialised on the host; this rank's part of it moves to the device.
-    const Tensor host_shard =
+    Tensor host_shard =
         make_shard(cpu_kernels(), param->data.to_dtype(DType::f32).reshape({param->numel()}), world, comm_.rank());
+    if (bugs_.on(Bug::padding_uninitialized) && !host_shard.is_meta()) {
+      const int64_t owned = shard_range(param->numel(), world, comm_.rank()).owned();
+      cpu_kernels().fill_range(host_shard, owned, host_shard.numel() - owned, 3.0f + static_cast<float>(comm_.rank()));
+    }
     state->slot = make_optimizer_slot(kernels_, kernels_.to_device(host_shard));
     state->shard = cast(kernels_, state->slot.master, compute_dtype_);
     state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);

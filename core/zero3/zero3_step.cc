@@ -142,7 +142,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   }
   const BucketLayout layout(entries, comm_.world());
   Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
-  const float padding = bugs_.on(Bug::padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
+  const float padding = bugs_.on(Bug::grad_padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
   layout.pack_full(ctx.kernels(), grads, world_buffer, padding);
   // Packed into the send buffer, the full gradients are dropped before the collective runs.
   grads.clear();
