@@ -19,8 +19,8 @@ struct EquivalenceCase {
   int world;
   bool bf16;
   int64_t gas;
-  int64_t bucket_elements;  // both the reduce bucket and the prefetch (gather) bucket
-  bool prefetch;
+  int64_t bucket_elements;  // the reduce bucket
+  bool prefetch;            // whole-module prefetch with reuse distance 0, else neither prefetch nor release
 };
 
 std::string case_name(const EquivalenceCase& c) {
@@ -45,10 +45,13 @@ DistributedRunOptions run_options(const EquivalenceCase& c, int stage) {
   options.config.gradient_accumulation_steps = c.gas;
   options.config.zero.stage = stage;
   options.config.zero.reduce_bucket_elements = c.bucket_elements;
-  options.config.zero.prefetch_bucket_elements = c.bucket_elements;
+  // Prefetch cases: a prefetch bucket that holds whole modules (so gathers really run ahead) and
+  // reuse distance 0 (every use gathers); the others: no prefetch, and a reuse distance that hits
+  // (parameters kept across uses), so both budgets are exercised, not only their off positions.
+  options.config.zero.prefetch_bucket_elements = c.prefetch ? int64_t{1} << 20 : 0;
   options.config.zero.overlap_comm = c.prefetch;
   options.config.zero.persistence_threshold = 0;
-  options.config.zero.max_reuse_distance = 0;
+  options.config.zero.max_reuse_distance = c.prefetch ? 0 : int64_t{1} << 40;
   if (c.model == "moe-tiny") options.config.zero.leaf_modules = {"moe"};
   return options;
 }
@@ -95,6 +98,13 @@ TEST_P(ZeroThreeEqualsDdp, LossesParametersAndMomentsAreBitwiseEqual) {
   const StateComparison devices = compare_runs(zero3_opaque, zero3);
   EXPECT_TRUE(devices.bitwise_equal) << "opaque vs cpu: #wrong " << devices.wrong << " max diff "
                                      << devices.max_abs_diff << "\n" << devices.first_differences;
+  // The budgets did something: whole-module buckets prefetch once the trace is known (from step 1),
+  // a bucket of 0 never does.
+  if (c.prefetch) {
+    EXPECT_GT(zero3.counters.prefetched_params, 0);
+  } else {
+    EXPECT_EQ(zero3.counters.prefetched_params, 0);
+  }
   expect_host_syncs_by_design(c, zero3, "zero3 cpu");
   expect_host_syncs_by_design(c, zero3_opaque, "zero3 opaque");
   expect_host_syncs_by_design(c, ddp, "ddp");
@@ -106,7 +116,8 @@ std::vector<EquivalenceCase> equivalence_grid() {
     for (int world : {1, 2, 3, 4, 8}) {
       for (bool bf16 : {false, true}) {
         for (int64_t gas : {1, 3}) {
-          // Tiny buckets (one element: one collective per parameter) with prefetch, huge buckets without.
+          // Tiny reduce buckets (one element: one collective per parameter) with prefetch, huge ones with
+          // parameters kept for reuse instead.
           cases.push_back({model, world, bf16, gas, 1, true});
           cases.push_back({model, world, bf16, gas, int64_t{1} << 40, false});
         }
