@@ -20,7 +20,7 @@ struct EquivalenceCase {
   bool bf16;
   int64_t gas;
   int64_t bucket_elements;  // the reduce bucket
-  bool prefetch;            // whole-module prefetch with reuse distance 0, else neither prefetch nor release
+  bool prefetch;            // whole-module prefetch, reuse distance 0; else no prefetch, parameters kept for reuse
 };
 
 std::string case_name(const EquivalenceCase& c) {
