@@ -19,13 +19,6 @@ namespace zero3 {
 
 namespace {
 
-// The model every rank builds: from the in-memory spec when there is one, else by name or path.
-BuiltModel build_run_model(const DistributedRunOptions& options) {
-  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
-  if (!options.model_spec.is_null()) return build_model_from_spec(options.model_spec, "model_spec", model_options);
-  return build_model(options.model, model_options);
-}
-
 struct RankOutput {
   RankProgramResult program;
   std::vector<std::string> param_names;
@@ -90,6 +83,12 @@ std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) 
 }
 
 }  // namespace
+
+BuiltModel build_run_model(const DistributedRunOptions& options) {
+  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
+  if (!options.model_spec.is_null()) return build_model_from_spec(options.model_spec, "model_spec", model_options);
+  return build_model(options.model, model_options);
+}
 
 DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   SimOptions sim_options;

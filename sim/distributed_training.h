@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/models/model_zoo.h"
 #include "core/tensor/allocator.h"
 #include "core/zero3/bug_injection.h"
 #include "core/training/optimizer.h"
@@ -78,6 +79,10 @@ struct DistributedRunResult {
   EngineCounters counters;                  // rank 0's (ZeRO-3 only)
   std::map<std::string, CollectiveTotals> collectives;  // rank 0's, by op name
 };
+
+// The model every rank of the run builds (not yet initialised): from the in-memory spec when there
+// is one, else by name or path.
+BuiltModel build_run_model(const DistributedRunOptions& options);
 
 // A rank's error ends up in result.sim; an unusable checkpoint or save step is an InputError
 // thrown before any rank runs.

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <optional>
 
-#include "core/models/model_zoo.h"
 #include "core/tensor/allocator.h"
 #include "core/training/checkpoint.h"
 #include "core/zero3/rank_program.h"
@@ -69,9 +68,7 @@ OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const 
 
 OracleDifferences differences_to_single_process(const DistributedRunOptions& options,
                                                 const DistributedRunResult& run) {
-  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
-  BuiltModel built = options.model_spec.is_null() ? build_model(options.model, model_options)
-                                                  : build_model_from_spec(options.model_spec, "model_spec", model_options);
+  BuiltModel built = build_run_model(options);
   built.model->initialize(options.seed);
   std::optional<Checkpoint> resume;
   if (!options.load_checkpoint.empty()) resume = load_checkpoint(options.load_checkpoint, *built.model);

@@ -147,13 +147,6 @@ TraceStep step_of(const std::vector<std::vector<TraceEvent>>& by_rank) {
   return step;
 }
 
-// The model of the run, from its in-memory spec when it has one (as run_distributed builds it).
-BuiltModel build_run_model(const DistributedRunOptions& options) {
-  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
-  if (!options.model_spec.is_null()) return build_model_from_spec(options.model_spec, "model_spec", model_options);
-  return build_model(options.model, model_options);
-}
-
 }  // namespace
 
 std::vector<TraceCollective> collectives_from_event_log(const nlohmann::json& rank_events) {
