@@ -7,6 +7,7 @@
 #include "core/base/json_reader.h"
 #include "core/models/model_zoo.h"
 #include "sim/fault_plan.h"
+#include "sim/opaque_device.h"
 
 namespace zero3 {
 
@@ -58,7 +59,7 @@ namespace {
 Device fuzz_case_device(const JsonReader& field) {
   const std::string text = field.as_string();
   Device device;
-  if (!parse_device(text, &device) || (device != Device::cpu && device != Device::opaque)) {
+  if (!parse_device(text, &device) || !is_simulated_device(device)) {
     field.fail("\"cpu\" or \"opaque\"");
   }
   return device;

@@ -56,6 +56,8 @@ Kernels& opaque_kernels() {
 
 OpaqueArenaStats opaque_arena_stats() { return arena().stats(); }
 
+bool is_simulated_device(Device device) { return device == Device::cpu || device == Device::opaque; }
+
 Kernels& simulated_device_kernels(Device device) {
   if (device == Device::cpu) return cpu_kernels();
   if (device == Device::opaque) return opaque_kernels();

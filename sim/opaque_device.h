@@ -29,8 +29,10 @@ void enable_opaque_device();
 Kernels& opaque_kernels();
 OpaqueArenaStats opaque_arena_stats();
 
+// The devices a simulated or in-process run can use: cpu and opaque (cuda needs the cuda backend).
+bool is_simulated_device(Device device);
 // The kernels a simulated or in-process run computes with on `device`: cpu_kernels() or
-// opaque_kernels(); any other device is an InputError (cuda runs need the cuda backend).
+// opaque_kernels(); any other device is an InputError.
 Kernels& simulated_device_kernels(Device device);
 
 }  // namespace zero3

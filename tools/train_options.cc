@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/base/errors.h"
+#include "sim/opaque_device.h"
 
 namespace zero3 {
 
@@ -17,7 +18,7 @@ void add_simulated_device_option(CLI::App& command, std::string& device) {
 
 Device simulated_device(const std::string& text) {
   Device device = Device::cpu;
-  if (!parse_device(text, &device) || device.kind == DeviceKind::cuda) {
+  if (!parse_device(text, &device) || !is_simulated_device(device)) {
     throw InputError("--device " + text + ": expected cpu or opaque");
   }
   return device;
