@@ -1,8 +1,8 @@
 // The engine's budgets do what the config asks, asserted on its counters rather than inferred from
 // equal results: a prefetch bucket that holds whole modules prefetches, none prefetches nothing; a
 // persistence threshold above every parameter gathers each once, one below them gathers every use;
-// a reuse distance that hits keeps parameters gathered. Equality with DDP holds in every case (an engine that ignored a budget would still be
-// equal, which is why the counters are asserted).
+// a reuse distance that hits keeps parameters gathered. Equality with DDP holds in every case (an
+// engine that ignored a budget would still be equal, which is why the counters are asserted).
 #include <gtest/gtest.h>
 
 #include "sim/distributed_training.h"
