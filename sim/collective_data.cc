@@ -2,10 +2,11 @@
 #include "sim/collective_data.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "core/sharding/rank_order_reduction.h"
 #include "core/tensor/dtype.h"
 #include "core/base/errors.h"
 
@@ -15,47 +16,17 @@ namespace {
 
 constexpr int64_t kCopyChunkBytes = int64_t{256} << 10;
 
-float element(DType dtype, const void* data, int64_t index) {
-  if (dtype == DType::bf16) return bf16_value(static_cast<const uint16_t*>(data)[index]);
-  return static_cast<const float*>(data)[index];
-}
-
-void set_element(DType dtype, void* data, int64_t index, float value) {
-  if (dtype == DType::bf16) static_cast<uint16_t*>(data)[index] = bf16_bits(value);
-  else static_cast<float*>(data)[index] = value;
-}
-
-// out[j] = out[j] op in[j] for one more rank.
-void reduce_step(ReduceOp op, DType dtype, const void* in, void* out, int64_t count) {
-  if (op == ReduceOp::max) {
-    // NaN wins, as in torch.maximum, so a poisoned input can never hide behind a larger value.
-    for (int64_t j = 0; j < count; ++j) {
-      const float a = element(dtype, in, j), b = element(dtype, out, j);
-      set_element(dtype, out, j, (a > b || std::isnan(a)) ? a : b);
-    }
-    return;
-  }
-  if (dtype == DType::bf16) {
-    for (int64_t j = 0; j < count; ++j) set_element(dtype, out, j, element(dtype, out, j) + element(dtype, in, j));
-    return;
-  }
-  float* target = static_cast<float*>(out);
-  const float* source = static_cast<const float*>(in);
-  for (int64_t j = 0; j < count; ++j) target[j] += source[j];
-}
-
 const char* at(const void* data, int64_t bytes) { return static_cast<const char*>(data) + bytes; }
 char* at(void* data, int64_t bytes) { return static_cast<char*>(data) + bytes; }
 
 // out = inputs[0][offset..] op inputs[1][offset..] op ... in rank order (offset in elements).
 void reduce_block(const CollectiveSignature& signature, std::span<const void* const> inputs, int64_t offset,
                   void* out) {
-  const int64_t element_bytes = dtype_bytes(signature.dtype);
-  const int64_t count = signature.count;
-  std::memcpy(out, at(inputs[0], offset * element_bytes), static_cast<size_t>(count * element_bytes));
-  for (size_t rank = 1; rank < inputs.size(); ++rank) {
-    reduce_step(signature.reduce, signature.dtype, at(inputs[rank], offset * element_bytes), out, count);
-  }
+  const int64_t offset_bytes = offset * dtype_bytes(signature.dtype);
+  std::vector<const void*> blocks;
+  blocks.reserve(inputs.size());
+  for (const void* input : inputs) blocks.push_back(at(input, offset_bytes));
+  reduce_in_rank_order(signature.reduce, signature.dtype, blocks, out, signature.count);
 }
 
 }  // namespace

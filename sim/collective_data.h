@@ -3,7 +3,8 @@
 // reduction of block i; reductions run in rank order (rank 0 op rank 1 op ...), rounding to bf16
 // after each step for bf16 buffers, so every result is a deterministic function of the inputs.
 // Blocks move with memcpy of dtype-sized elements (bf16 buffers hold real bf16 bits); reductions
-// are one pass per rank over contiguous blocks, in float, rounded back to bf16 for bf16 buffers.
+// are one pass per rank over contiguous blocks, in float, rounded back to bf16 for bf16 buffers
+// (core/sharding/rank_order_reduction.h, the arithmetic MPI's collectives share).
 // These are the simulated device's own collectives: they run where the bytes are, so they read
 // device memory directly (Tensor::device_bytes), as NCCL does on a GPU.
 #pragma once

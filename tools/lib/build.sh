@@ -6,7 +6,7 @@ ZERO3_BUILD_DIR=${ZERO3_BUILD_DIR:-$ZERO3_ROOT/build}
 
 # Debian packages the build needs; the CUDA toolkit and NCCL are optional and never installed here.
 ZERO3_PACKAGES=(cmake ninja-build g++ ccache googletest libgtest-dev librapidcheck-dev nlohmann-json3-dev
-                libcli11-dev libopenblas-dev libboost-context-dev python3 python3-torch)
+                libcli11-dev libopenblas-dev libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch)
 
 zero3_log() { printf 'zero3: %s\n' "$*" >&2; }
 

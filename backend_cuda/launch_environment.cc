@@ -1,0 +1,87 @@
+// Reading the launcher's variables (launch_environment.h).
+#include "backend_cuda/launch_environment.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+
+namespace {
+
+struct LauncherVariables {
+  const char* launcher;
+  const char* rank;
+  const char* world;
+  const char* local_rank;
+};
+
+constexpr LauncherVariables kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+};
+
+int parse_int(const char* name, const char* text, int low, int high, const std::string& expected) {
+  int value = 0;
+  const char* end = text + std::char_traits<char>::length(text);
+  const auto [last, error] = std::from_chars(text, end, value);
+  if (error != std::errc() || last != end || value < low || value > high) {
+    throw InputError(std::string("launch environment: ") + name + "=" + text + ": expected " + expected);
+  }
+  return value;
+}
+
+std::string describe(const LauncherVariables& names, const LaunchEnvironment& found) {
+  return std::string(names.rank) + "=" + std::to_string(found.rank) + " " + names.world + "=" +
+         std::to_string(found.world) + " (" + names.launcher + ")";
+}
+
+// One launcher's view, or nothing when none of its variables is set.
+std::optional<LaunchEnvironment> read_launcher(const LauncherVariables& names, const EnvironmentLookup& lookup) {
+  const char* rank = lookup(names.rank);
+  const char* world = lookup(names.world);
+  const char* local_rank = lookup(names.local_rank);
+  if (!rank && !world) return std::nullopt;
+  if (!rank || !world) {
+    throw InputError(std::string("launch environment: ") + (rank ? names.rank : names.world) + " is set but " +
+                     (rank ? names.world : names.rank) + " is not: expected both, as " + names.launcher + " sets them");
+  }
+  LaunchEnvironment found;
+  found.launcher = names.launcher;
+  found.world = parse_int(names.world, world, 1, 1 << 20, "a world size of at least 1");
+  found.rank = parse_int(names.rank, rank, 0, found.world - 1,
+                         "a rank from 0 to " + std::to_string(found.world - 1) + " (" + names.world + "=" + world + ")");
+  if (local_rank) found.local_rank = parse_int(names.local_rank, local_rank, 0, found.world - 1, "a local rank below the world size");
+  return found;
+}
+
+}  // namespace
+
+LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_default) {
+  const EnvironmentLookup lookup =
+      lookup_or_default ? lookup_or_default : EnvironmentLookup([](const char* name) { return std::getenv(name); });
+  std::optional<LaunchEnvironment> chosen;
+  const LauncherVariables* chosen_names = nullptr;
+  for (const LauncherVariables& names : kLaunchers) {
+    const std::optional<LaunchEnvironment> found = read_launcher(names, lookup);
+    if (!found) continue;
+    if (!chosen) {
+      chosen = found;
+      chosen_names = &names;
+    } else if (found->rank != chosen->rank || found->world != chosen->world) {
+      chosen->warnings.push_back("launchers disagree: " + describe(*chosen_names, *chosen) + " but " +
+                                 describe(names, *found) + "; using " + chosen->launcher + "'s");
+    }
+  }
+  if (!chosen) return LaunchEnvironment{};
+  if (chosen->launcher == "torchrun") {
+    if (const char* addr = lookup("MASTER_ADDR")) chosen->master_addr = addr;
+    if (const char* port = lookup("MASTER_PORT")) chosen->master_port = parse_int("MASTER_PORT", port, 1, 65535, "a TCP port");
+  }
+  return *chosen;
+}
+
+}  // namespace zero3

@@ -1,0 +1,94 @@
+// The launcher variables: each launcher alone, the precedence when several are set, and the
+// errors for half-set or out-of-range variables.
+#include "backend_cuda/launch_environment.h"
+
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/base/errors.h"
+
+namespace zero3 {
+namespace {
+
+LaunchEnvironment read(const std::map<std::string, std::string>& variables) {
+  return read_launch_environment([&](const char* name) -> const char* {
+    const auto found = variables.find(name);
+    return found == variables.end() ? nullptr : found->second.c_str();
+  });
+}
+
+std::string input_error(const std::map<std::string, std::string>& variables) {
+  try {
+    read(variables);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+TEST(LaunchEnvironment, NoLauncherIsAWorldOfOne) {
+  const LaunchEnvironment launch = read({});
+  EXPECT_EQ(launch.launcher, "");
+  EXPECT_EQ(launch.rank, 0);
+  EXPECT_EQ(launch.world, 1);
+  EXPECT_TRUE(launch.warnings.empty());
+}
+
+TEST(LaunchEnvironment, EachLauncherIsReadFromItsOwnVariables) {
+  const LaunchEnvironment torchrun =
+      read({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(torchrun.launcher, "torchrun");
+  EXPECT_EQ(torchrun.rank, 3);
+  EXPECT_EQ(torchrun.world, 8);
+  EXPECT_EQ(torchrun.local_rank, 1);
+  EXPECT_EQ(torchrun.master_addr, "node7");
+  EXPECT_EQ(torchrun.master_port, 29500);
+
+  const LaunchEnvironment mpirun =
+      read({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"}});
+  EXPECT_EQ(mpirun.launcher, "mpirun");
+  EXPECT_EQ(mpirun.rank, 2);
+  EXPECT_EQ(mpirun.world, 4);
+  EXPECT_EQ(mpirun.local_rank, 0);
+
+  const LaunchEnvironment srun = read({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}, {"SLURM_LOCALID", "1"}});
+  EXPECT_EQ(srun.launcher, "srun");
+  EXPECT_EQ(srun.rank, 5);
+  EXPECT_EQ(srun.world, 6);
+  EXPECT_EQ(srun.local_rank, 1);
+}
+
+// torchrun inside an sbatch allocation: SLURM's variables describe the allocation's single task.
+TEST(LaunchEnvironment, TheFirstLauncherWinsAndADisagreementIsNamed) {
+  const LaunchEnvironment launch =
+      read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}});
+  EXPECT_EQ(launch.launcher, "torchrun");
+  EXPECT_EQ(launch.rank, 1);
+  EXPECT_EQ(launch.world, 4);
+  ASSERT_EQ(launch.warnings.size(), 1u);
+  EXPECT_NE(launch.warnings[0].find("RANK=1 WORLD_SIZE=4 (torchrun)"), std::string::npos) << launch.warnings[0];
+  EXPECT_NE(launch.warnings[0].find("SLURM_PROCID=0 SLURM_NTASKS=1 (srun)"), std::string::npos) << launch.warnings[0];
+
+  const LaunchEnvironment mpi_in_slurm = read({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
+                                               {"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}});
+  EXPECT_EQ(mpi_in_slurm.launcher, "mpirun");
+  EXPECT_TRUE(mpi_in_slurm.warnings.empty()) << "agreeing launchers are not a warning";
+}
+
+TEST(LaunchEnvironment, HalfSetOrOutOfRangeVariablesAreInputErrorsNamingTheVariable) {
+  EXPECT_NE(input_error({{"RANK", "0"}}).find("RANK is set but WORLD_SIZE is not"), std::string::npos);
+  EXPECT_NE(input_error({{"SLURM_NTASKS", "2"}}).find("SLURM_NTASKS is set but SLURM_PROCID is not"),
+            std::string::npos);
+  EXPECT_NE(input_error({{"RANK", "4"}, {"WORLD_SIZE", "4"}}).find("RANK=4: expected a rank from 0 to 3"),
+            std::string::npos);
+  EXPECT_NE(input_error({{"RANK", "x"}, {"WORLD_SIZE", "4"}}).find("RANK=x"), std::string::npos);
+  EXPECT_NE(input_error({{"RANK", "0"}, {"WORLD_SIZE", "0"}}).find("WORLD_SIZE=0: expected a world size"),
+            std::string::npos);
+  EXPECT_NE(input_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace zero3

@@ -1,0 +1,51 @@
+// Rank-ordered reductions (rank_order_reduction.h).
+#include "core/sharding/rank_order_reduction.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/base/errors.h"
+#include "core/tensor/dtype.h"
+
+namespace zero3 {
+
+namespace {
+
+float element(DType dtype, const void* data, int64_t index) {
+  if (dtype == DType::bf16) return bf16_value(static_cast<const uint16_t*>(data)[index]);
+  return static_cast<const float*>(data)[index];
+}
+
+void set_element(DType dtype, void* data, int64_t index, float value) {
+  if (dtype == DType::bf16) static_cast<uint16_t*>(data)[index] = bf16_bits(value);
+  else static_cast<float*>(data)[index] = value;
+}
+
+// out[j] = out[j] op in[j] for one more rank.
+void reduce_step(ReduceOp op, DType dtype, const void* in, void* out, int64_t count) {
+  if (op == ReduceOp::max) {
+    for (int64_t j = 0; j < count; ++j) {
+      const float a = element(dtype, in, j), b = element(dtype, out, j);
+      set_element(dtype, out, j, (a > b || std::isnan(a)) ? a : b);
+    }
+    return;
+  }
+  if (dtype == DType::bf16) {
+    for (int64_t j = 0; j < count; ++j) set_element(dtype, out, j, element(dtype, out, j) + element(dtype, in, j));
+    return;
+  }
+  float* target = static_cast<float*>(out);
+  const float* source = static_cast<const float*>(in);
+  for (int64_t j = 0; j < count; ++j) target[j] += source[j];
+}
+
+}  // namespace
+
+void reduce_in_rank_order(ReduceOp op, DType dtype, std::span<const void* const> blocks, void* out, int64_t count) {
+  ZERO3_CHECK(!blocks.empty(), "a reduction needs at least one rank's block");
+  if (count == 0) return;
+  std::memcpy(out, blocks[0], static_cast<size_t>(count * dtype_bytes(dtype)));
+  for (size_t rank = 1; rank < blocks.size(); ++rank) reduce_step(op, dtype, blocks[rank], out, count);
+}
+
+}  // namespace zero3
