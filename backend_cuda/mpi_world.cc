@@ -1,10 +1,13 @@
 // The process's MPI session (mpi_world.h).
 #include "backend_cuda/mpi_world.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include "backend_cuda/mpi_communicator.h"
 #include "core/base/errors.h"
@@ -12,6 +15,28 @@
 namespace zero3 {
 
 bool mpi_built() { return true; }
+
+namespace {
+
+// When one process of the job dies, mpirun terminates the others with SIGTERM: each says so and
+// ends with the liveness exit code (the launcher's own message names the process that died).
+char termination_message[160];
+
+void on_terminated_by_launcher(int) {
+  const ssize_t ignored = ::write(STDERR_FILENO, termination_message, std::strlen(termination_message));
+  (void)ignored;
+  ::_exit(kExitLiveness);
+}
+
+void say_so_when_terminated(int rank) {
+  std::snprintf(termination_message, sizeof(termination_message),
+                "zero3: rank %d: terminated by the launcher: another process of the job failed (the launcher's "
+                "message names it)\n",
+                rank);
+  std::signal(SIGTERM, on_terminated_by_launcher);
+}
+
+}  // namespace
 
 MpiWorld& MpiWorld::start() {
   static MpiWorld world;  // MPI may be initialised once per process
@@ -33,6 +58,7 @@ MpiWorld::MpiWorld() : launch_(read_launch_environment()) {
     MPI_Finalize();
     throw BackendError("--backend mpi: " + problem);
   }
+  say_so_when_terminated(rank_);
 }
 
 MpiWorld::~MpiWorld() {

@@ -57,12 +57,6 @@ nlohmann::json collectives_json(const DistributedRunResult& result) {
   return out;
 }
 
-std::string hash_state(const std::vector<OptimizerSlot>& state) {
-  Fnv1a hash;
-  for (const OptimizerSlot& slot : state) hash.add_floats(slot.master.values());
-  return hex64(hash.value());
-}
-
 // Ends the CLI run with the root cause's own error, so that its type (deadlock, mismatch, out of
 // memory...) reaches the exit code and the report; the summary printed first says it was simulated.
 [[noreturn]] void fail_run(const DistributedRunResult& result) {
@@ -198,7 +192,8 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
                 options.save_checkpoint.c_str());
   }
   outcome.steps = result.steps;
-  outcome.final_param_hash = hash_state(result.final_state);
+  outcome.final_param_hash = hash_master_weights(result.final_state);
+  outcome.final_state_hash = hash_optimizer_state(result.final_state);
   report["event_log_hash"] = hex64(result.sim.event_log_hash);
   report["memory_per_rank"] = memory_json(result);
   report["collectives"] = collectives_json(result);

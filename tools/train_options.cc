@@ -25,8 +25,10 @@ Device simulated_device(const std::string& text) {
 }
 
 void add_train_options(CLI::App& command, TrainOptions& options) {
-  command.add_option("--backend", options.backend, "ref: single-process reference; sim: simulated ranks; cuda: GPUs")
-      ->check(CLI::IsMember({"ref", "sim", "cuda"}))
+  command.add_option("--backend", options.backend,
+                     "ref: single-process reference; sim: simulated ranks in one process; mpi: one process per rank "
+                     "under `mpirun -np W` or `srun -n W` (bitwise the sim's result); cuda: GPUs")
+      ->check(CLI::IsMember({"ref", "sim", "mpi", "cuda"}))
       ->capture_default_str();
   add_simulated_device_option(command, options.device);
   command.add_option("--model", options.model, "a built-in model name (see `zero3 inspect --list`) or a JSON spec file")
@@ -34,7 +36,9 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--steps", options.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
   command.add_option("--seed", options.seed, "seeds initialisation, data, schedule and faults")->capture_default_str();
-  command.add_option("--ranks", options.ranks, "world size (ref: the global batch covers this many ranks' data)")
+  command.add_option("--ranks", options.ranks,
+                     "world size (ref: the global batch covers this many ranks' data; mpi: the launcher's, which "
+                     "--ranks may only repeat)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   command.add_option("--zero", options.zero_stage, "0: DDP (unsharded), 3: ZeRO-3; overrides the config")
@@ -52,7 +56,14 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "write a JSON summary here (atomically); a failed run writes one too, with status, "
                      "exit_code and failure {class, kind, message}");
   command.add_option("--record", options.record_path, "write a trace of the run here (traces/FORMAT.md; sim backend)");
-  command.add_option("--faults", options.faults, "sim fault kinds: late,reorder,stall,crash,alloc or all");
+  command.add_option("--faults", options.faults,
+                     "sim fault kinds: late,reorder,stall,crash,alloc or all; mpi: crash only (a seeded rank "
+                     "SIGKILLs itself at a seeded collective)");
+  command.add_option("--collective-timeout", options.collective_timeout_s,
+                     "mpi: seconds a rank waits for one collective before it fails the job with exit 3, naming "
+                     "the collective")
+      ->check(CLI::Range(0.001, 1e7))
+      ->capture_default_str();
   command.add_flag("--check", options.check,
                    "sim, ZeRO-3: also train the DDP reference on the same ranks and data and require bitwise "
                    "equality (exit 2 otherwise); both stages: print the max difference to the single-process "
@@ -84,15 +95,26 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
 Device train_device(const TrainOptions& options) {
   const Device device = simulated_device(options.device);
   if (device != Device::cpu && options.backend == "cuda") {
-    throw InputError("--device " + options.device + " is for the ref and sim backends; --backend cuda runs on GPUs");
+    throw InputError("--device " + options.device + " is for the ref, sim and mpi backends; --backend cuda runs on GPUs");
+  }
+  // Flags a backend would otherwise ignore are refused: a run never silently drops what was asked.
+  if (!options.record_path.empty() && options.backend != "sim") {
+    throw InputError("--record records the simulator's events: it needs --backend sim, not " + options.backend);
+  }
+  if (!options.faults.empty() && options.backend != "sim" && options.backend != "mpi") {
+    throw InputError("--faults are injected by the simulator (and crash by the mpi backend), not by --backend " +
+                     options.backend);
   }
   return device;
 }
 
 std::string replay_command(const TrainOptions& options) {
   std::ostringstream command;
+  // Under MPI the world size is the launcher's.
+  if (options.backend == "mpi") command << "mpirun -np " << options.ranks << " ";
   command << "zero3 train --backend " << options.backend << " --model " << options.model << " --steps "
-          << options.steps << " --seed " << options.seed << " --ranks " << options.ranks;
+          << options.steps << " --seed " << options.seed;
+  if (options.backend != "mpi") command << " --ranks " << options.ranks;
   if (options.device != "cpu") command << " --device " << options.device;
   if (options.zero_stage) command << " --zero " << *options.zero_stage;
   if (!options.config_path.empty()) command << " --config " << options.config_path;
@@ -106,6 +128,9 @@ std::string replay_command(const TrainOptions& options) {
   if (!options.load_checkpoint.empty()) command << " --load-checkpoint " << options.load_checkpoint;
   if (!options.save_checkpoint.empty()) command << " --save-checkpoint " << options.save_checkpoint;
   if (options.save_at) command << " --save-at " << *options.save_at;
+  if (options.backend == "mpi" && options.collective_timeout_s != 600.0) {
+    command << " --collective-timeout " << options.collective_timeout_s;
+  }
   return command.str();
 }
 

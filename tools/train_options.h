@@ -15,7 +15,7 @@
 namespace zero3 {
 
 struct TrainOptions {
-  std::string backend = "ref";  // ref | sim | cuda
+  std::string backend = "ref";  // ref | sim | mpi | cuda
   std::string device = "cpu";   // cpu | opaque (ref and sim backends)
   std::string model = "gpt-tiny";
   int64_t steps = 50;
@@ -38,6 +38,7 @@ struct TrainOptions {
   std::string save_checkpoint;     // directory (core/training/checkpoint.h)
   std::optional<int64_t> save_at;  // optimizer steps taken when saving; default: after the last
   std::string load_checkpoint;     // resume from this directory; --steps counts from the start
+  double collective_timeout_s = 600.0;  // mpi: a collective waited on longer fails the run (exit 3)
 };
 
 void add_train_options(CLI::App& command, TrainOptions& options);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "backend_cuda/cuda_device.h"
+#include "backend_cuda/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
 #include "core/base/errors.h"
@@ -16,6 +17,7 @@
 #include "core/training/resume_differences.h"
 #include "core/zero3/rank_program.h"
 #include "tools/failure_kind.h"
+#include "tools/mpi_training_run.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
 #include "sim/opaque_device.h"
@@ -45,12 +47,6 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
   std::fflush(stdout);
 }
 
-std::string hash_masters(const std::vector<OptimizerSlot>& slots) {
-  Fnv1a hash;
-  for (const OptimizerSlot& slot : slots) hash.add_floats(slot.master.values());
-  return hex64(hash.value());
-}
-
 // --load-checkpoint on the reference trainer: the full state, whatever world size saved it.
 std::optional<Checkpoint> reference_resume(const TrainOptions& options, const TrainConfig& config,
                                            const BuiltModel& built) {
@@ -66,18 +62,26 @@ std::optional<Checkpoint> reference_resume(const TrainOptions& options, const Tr
   return resume;
 }
 
-// A save's staging folder goes when the run ends, whether or not it got as far as its save step.
+// A save's staging folder goes when the run ends, whether or not it got as far as its save step
+// (under MPI, rank 0's job, once every rank is done with it).
 struct StagingCleanup {
-  const std::string& dir;
+  std::string dir;
   ~StagingCleanup() {
     if (!dir.empty()) abandon_checkpoint_save(dir);
   }
 };
 
-TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
+// The reference (no communicator) or one MPI rank: the per-rank program in this process.
+TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& config, BuiltModel& built,
+                              Communicator* comm) {
+  const int rank = comm ? comm->rank() : 0;
   const std::optional<Checkpoint> resume = reference_resume(options, config, built);
-  if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
-  const StagingCleanup cleanup{options.save_checkpoint};
+  // Rank 0 makes the staging folder; the barrier keeps every rank's shard file out until it has.
+  if (!options.save_checkpoint.empty() && rank == 0) prepare_checkpoint_save(options.save_checkpoint);
+  if (!options.save_checkpoint.empty() && comm) {
+    comm->barrier({.module = "", .params = {}, .step = -1, .phase = "checkpoint"});
+  }
+  const StagingCleanup cleanup{rank == 0 ? options.save_checkpoint : std::string()};
   ProgressBar progress(options.steps, "train");
   Stopwatch step_watch;
   RankProgramOptions program{
@@ -114,13 +118,14 @@ TrainOutcome train_reference(const TrainOptions& options, const TrainConfig& con
   CountingAllocator memory;
   const Stopwatch run_watch;
   Kernels& kernels = simulated_device_kernels(train_device(options));
-  const RankProgramResult result = run_rank_program({.comm = nullptr, .allocator = memory, .kernels = kernels},
+  const RankProgramResult result = run_rank_program({.comm = comm, .allocator = memory, .kernels = kernels},
                                                     built, program);
   progress.finish();
   TrainOutcome outcome;
   outcome.steps = result.steps;
   outcome.seconds = run_watch.seconds();
-  outcome.final_param_hash = hash_masters(result.final_state);
+  outcome.final_param_hash = hash_master_weights(result.final_state);
+  outcome.final_state_hash = hash_optimizer_state(result.final_state);
   return outcome;
 }
 
@@ -177,7 +182,14 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
 
   TrainOutcome outcome;
   if (options.backend == "ref") {
-    outcome = train_reference(options, config, built);
+    outcome = train_in_process(options, config, built, nullptr);
+  } else if (options.backend == "mpi") {
+    const std::unique_ptr<Communicator> comm = mpi_training_communicator(options);
+    outcome = train_in_process(options, config, built, comm.get());
+    comm->synchronize();
+    outcome.backend_report["mpi"] = {{"world", comm->world()},
+                                     {"launcher", MpiWorld::start().launch().launcher},
+                                     {"collective_timeout_s", options.collective_timeout_s}};
   } else if (options.backend == "sim") {
     const Stopwatch watch;
     train_simulated(options, config, outcome, outcome.backend_report);
@@ -197,11 +209,13 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   const double last = outcome.steps.back().loss;
   std::printf("done  %zu steps in %.2f s  loss %.4f -> %.4f", outcome.steps.size(), outcome.seconds, first, last);
   if (outcome.unigram_entropy_nats) std::printf("  (unigram entropy of the data %.4f)", *outcome.unigram_entropy_nats);
-  std::printf("\n  final parameter hash %s\n", outcome.final_param_hash.c_str());
+  std::printf("\n  final parameter hash %s (with the AdamW moments %s)\n", outcome.final_param_hash.c_str(),
+              outcome.final_state_hash.c_str());
   std::printf("  host syncs per step: %lld at most (by design 2, the loss and the gradient norm, plus 1 per MoE "
               "layer per micro-step)\n",
               static_cast<long long>(max_host_syncs(outcome.steps)));
-  if (!options.report_path.empty()) {
+  // Under MPI every rank has the same outcome; rank 0 writes it.
+  if (!options.report_path.empty() && (options.backend != "mpi" || MpiWorld::start().rank() == 0)) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
     report.update(outcome.backend_report);
     write_report(options.report_path, report);
@@ -215,12 +229,32 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
 // A failed run writes its report too: CI reads the file, and a missing one, or an earlier run's
 // left in place, would hide what went wrong.
 TrainOutcome run_training(const TrainOptions& options) {
-  try {
-    return train_and_report(options);
-  } catch (const std::exception& error) {
-    if (!options.report_path.empty()) write_failure_report(options, error);
-    throw;
+  const auto train = [](const TrainOptions& resolved) {
+    try {
+      return train_and_report(resolved);
+    } catch (const std::exception& error) {
+      if (!resolved.report_path.empty()) write_failure_report(resolved, error);
+      throw;
+    }
+  };
+  if (options.backend == "mpi") return run_as_mpi_process(options, train);
+  return train(options);
+}
+
+std::string hash_master_weights(const std::vector<OptimizerSlot>& state) {
+  Fnv1a hash;
+  for (const OptimizerSlot& slot : state) hash.add_floats(slot.master.values());
+  return hex64(hash.value());
+}
+
+std::string hash_optimizer_state(const std::vector<OptimizerSlot>& state) {
+  Fnv1a hash;
+  for (const OptimizerSlot& slot : state) {
+    hash.add_floats(slot.master.values());
+    hash.add_floats(slot.exp_avg.values());
+    hash.add_floats(slot.exp_avg_sq.values());
   }
+  return hex64(hash.value());
 }
 
 nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome) {
@@ -241,6 +275,7 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
       {"losses", losses},
       {"grad_norms", grad_norms},
       {"final_param_hash", outcome.final_param_hash},
+      {"final_state_hash", outcome.final_state_hash},
       {"timings",
        {{"total_s", outcome.seconds},
         {"step_ms_mean", 1000.0 * outcome.seconds / static_cast<double>(outcome.steps.size())}}},

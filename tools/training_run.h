@@ -16,6 +16,7 @@ namespace zero3 {
 struct TrainOutcome {
   std::vector<StepStats> steps;
   std::string final_param_hash;  // FNV-1a over the f32 master weights in id order
+  std::string final_state_hash;  // the same over master weights and both AdamW moments
   double seconds = 0.0;
   int64_t parameter_count = 0;
   std::optional<double> unigram_entropy_nats;
@@ -30,6 +31,10 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
 // training config), so a resume that is not a continuation is never silent.
 void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
                                    const TrainConfig& config);
+// FNV-1a over the final f32 master weights in parameter-id order; and over the masters and both
+// AdamW moments, which a resumed or cross-backend run must also reproduce.
+std::string hash_master_weights(const std::vector<OptimizerSlot>& state);
+std::string hash_optimizer_state(const std::vector<OptimizerSlot>& state);
 // A compact ASCII rendering of the loss curve (one character column per bucket of steps).
 std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
 
