@@ -29,7 +29,7 @@ class MpiWork final : public Work {
   MpiWork(MpiCommunicator& comm, int64_t sequence_number, CollectiveSignature checked, CallSite call_site)
       : sequence(sequence_number), signature(checked), site(std::move(call_site)), comm_(comm) {}
   void wait() override { comm_.complete_through(this); }
-  bool done() override { return completed; }
+  bool done() override { return comm_.poll_through(this); }
 
   // Tests the request without blocking; runs the phase's continuation when it finished. True once
   // the last phase is done.
@@ -256,6 +256,11 @@ void MpiCommunicator::complete_through(const MpiWork* work) {
     pending_.pop_front();
     if (reached) return;
   }
+}
+
+bool MpiCommunicator::poll_through(const MpiWork* work) {
+  while (!work->completed && !pending_.empty() && pending_.front()->advance()) pending_.pop_front();
+  return work->completed;
 }
 
 void MpiCommunicator::synchronize() {

@@ -38,6 +38,8 @@ class MpiCommunicator final : public Communicator {
 
   // Completes, in issue order, every collective up to and including `work`.
   void complete_through(const MpiWork* work);
+  // The same without blocking: advances what has arrived, in issue order; true when `work` is done.
+  bool poll_through(const MpiWork* work);
 
  private:
   std::shared_ptr<Work> enqueue(std::shared_ptr<MpiWork> work);

@@ -23,13 +23,15 @@ constexpr int kIterationsMin = 3;
 constexpr int kIterationsMax = 100;
 constexpr int kRounds = 3;
 
-// Small integers in [-8, 8], so sums over up to 2^20 ranks stay exact in f32.
-float bench_value(uint64_t seed, int rank, int64_t index) {
+}  // namespace
+
+float comm_bench_value(uint64_t seed, int rank, int64_t index) {
+  // Small integers in [-8, 8], so sums over up to 2^20 ranks stay exact in f32.
   const uint64_t bits = mix64(seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(index));
   return static_cast<float>(static_cast<int64_t>(bits % 17) - 8);
 }
 
-int iterations_for(int64_t delivered_bytes) {
+int comm_bench_iterations(int64_t delivered_bytes) {
   return static_cast<int>(std::clamp<int64_t>(kBytesPerSize / std::max<int64_t>(delivered_bytes, 1), kIterationsMin,
                                               kIterationsMax));
 }
@@ -45,6 +47,8 @@ std::string format_bytes(int64_t bytes) {
   }
   return text;
 }
+
+namespace {
 
 // memcpy bandwidth in GB/s for `bytes` on buffers touched beforehand, the fastest of kRounds rounds.
 double measure_memcpy_gbps(int64_t bytes, int iterations) {
@@ -67,33 +71,27 @@ double measure_memcpy_gbps(int64_t bytes, int iterations) {
   return static_cast<double>(bytes) * iterations / best_s / 1e9;
 }
 
-// Counts elements of this rank's output that differ from the independently computed values.
-int64_t count_wrong(bool gather, uint64_t seed, int rank, int world, int64_t count, const Tensor& recv) {
+}  // namespace
+
+int64_t count_wrong_elements(bool gather, uint64_t seed, int rank, int world, int64_t count, const Tensor& recv) {
   const float* values = recv.data();
   int64_t wrong = 0;
   if (gather) {
     for (int block = 0; block < world; ++block) {
-      for (int64_t j = 0; j < count; ++j) wrong += values[block * count + j] != bench_value(seed, block, j);
+      for (int64_t j = 0; j < count; ++j) wrong += values[block * count + j] != comm_bench_value(seed, block, j);
     }
     return wrong;
   }
   for (int64_t j = 0; j < count; ++j) {
     float expected = 0.0f;
-    for (int source = 0; source < world; ++source) expected += bench_value(seed, source, rank * count + j);
+    for (int source = 0; source < world; ++source) expected += comm_bench_value(seed, source, rank * count + j);
     wrong += values[j] != expected;
   }
   return wrong;
 }
 
-struct Measurement {
-  double time_s = 0.0;
-  int64_t wrong = 0;
-};
-
-// One collective of `count` elements per block on a fresh world: one warm-up, then kRounds rounds
-// of `iterations` collectives; the fastest round counts, so that moments when the machine is
-// busy with other work do not.
-Measurement time_collective(bool gather, const CommBenchOptions& options, int64_t count, int iterations) {
+CommBenchMeasurement time_simulated_collective(bool gather, const CommBenchOptions& options, int64_t count,
+                                               int iterations) {
   std::vector<double> round_time_s(kRounds, 0.0);
   std::vector<int64_t> wrong_by_rank(static_cast<size_t>(options.world), 0);
   Stopwatch watch;
@@ -103,7 +101,7 @@ Measurement time_collective(bool gather, const CommBenchOptions& options, int64_
     Tensor send = Tensor::zeros({send_numel});
     Tensor recv = Tensor::zeros({gather ? count * sim.world() : count});
     float* send_values = send.data();
-    for (int64_t i = 0; i < send_numel; ++i) send_values[i] = bench_value(options.seed, sim.rank(), i);
+    for (int64_t i = 0; i < send_numel; ++i) send_values[i] = comm_bench_value(options.seed, sim.rank(), i);
     const CallSite site{.module = "bench", .params = {}, .step = -1, .phase = gather ? "all_gather" : "reduce_scatter"};
     const auto collective = [&] {
       if (gather) {
@@ -123,13 +121,15 @@ Measurement time_collective(bool gather, const CommBenchOptions& options, int64_
       if (time_s == 0.0) time_s = watch.seconds() / iterations;
     }
     wrong_by_rank[static_cast<size_t>(sim.rank())] =
-        count_wrong(gather, options.seed, sim.rank(), sim.world(), count, recv);
+        count_wrong_elements(gather, options.seed, sim.rank(), sim.world(), count, recv);
   });
   if (!result.all_ok()) throw CorrectnessError("bench comm: the simulated run failed\n" + result.summary());
-  Measurement measurement{.time_s = *std::min_element(round_time_s.begin(), round_time_s.end()), .wrong = 0};
+  CommBenchMeasurement measurement{.time_s = *std::min_element(round_time_s.begin(), round_time_s.end()), .wrong = 0};
   for (int64_t wrong : wrong_by_rank) measurement.wrong += wrong;
   return measurement;
 }
+
+namespace {
 
 void print_header(const CommBenchOptions& options, std::ostream& out) {
   out << "# zero3 bench comm: world " << options.world << ", seed " << options.seed << ", sizes "
@@ -178,7 +178,9 @@ void print_large_gather_ratio(const CommBenchResult& result, std::ostream& out) 
   out << line << std::flush;
 }
 
-void check_options(const CommBenchOptions& options) {
+}  // namespace
+
+void check_comm_bench_options(const CommBenchOptions& options) {
   if (options.world < 1 || options.world > 4096) {
     throw InputError("bench comm: --ranks must be in [1, 4096], got " + std::to_string(options.world));
   }
@@ -191,47 +193,58 @@ void check_options(const CommBenchOptions& options) {
   }
 }
 
-}  // namespace
-
 int64_t CommBenchResult::wrong_total() const {
   int64_t wrong = 0;
   for (const CommBenchRow& row : rows) wrong += row.wrong;
   return wrong;
 }
 
-CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& out) {
-  check_options(options);
-  CommBenchResult result{.options = options};
-  print_header(options, out);
+std::vector<CommBenchSize> comm_bench_sizes(const CommBenchOptions& options, std::vector<std::string>* skipped) {
+  std::vector<CommBenchSize> sizes;
   const int64_t world = options.world;
   for (const bool gather : {true, false}) {
     const std::string op = gather ? "all_gather" : "reduce_scatter";
     for (int64_t size = options.bytes_min; size <= options.bytes_max; size *= 4) {
-      const int64_t count = size / (kBytesPerElement * world);
-      const int64_t bytes = count * kBytesPerElement * world;
+      CommBenchSize entry{.op = op, .gather = gather, .count = size / (kBytesPerElement * world)};
+      entry.bytes = entry.count * kBytesPerElement * world;
       // Every rank holds a whole buffer and a block; memcpy needs two more whole buffers.
-      const int64_t needed_bytes = (world + 1) * bytes + 2 * bytes;
-      if (count == 0 || needed_bytes > options.memory_bytes_max) {
+      const int64_t needed_bytes = (world + 1) * entry.bytes + 2 * entry.bytes;
+      if (entry.count == 0 || needed_bytes > options.memory_bytes_max) {
         const std::string reason =
-            count == 0 ? "fewer than one element per rank"
-                       : "needs " + format_bytes(needed_bytes) + " of buffers, over the budget of " +
-                             format_bytes(options.memory_bytes_max);
-        result.skipped.push_back(op + " " + format_bytes(size) + ": " + reason);
-        out << "# skipped " << result.skipped.back() << "\n";
-        continue;
+            entry.count == 0 ? "fewer than one element per rank"
+                             : "needs " + format_bytes(needed_bytes) + " of buffers, over the budget of " +
+                                   format_bytes(options.memory_bytes_max);
+        entry.skipped = op + " " + format_bytes(size) + ": " + reason;
+        if (skipped) skipped->push_back(entry.skipped);
       }
-      CommBenchRow row{.op = op, .bytes = bytes, .count = count, .iterations = iterations_for(world * bytes),
-                       .delivered_bytes = gather ? world * bytes : bytes};
-      const Measurement measurement = time_collective(gather, options, count, row.iterations);
-      row.time_us = measurement.time_s * 1e6;
-      row.algbw_gbps = static_cast<double>(bytes) / measurement.time_s / 1e9;
-      row.busbw_gbps = row.algbw_gbps * static_cast<double>(world - 1) / static_cast<double>(world);
-      row.wrong = measurement.wrong;
-      row.memcpy_gbps = measure_memcpy_gbps(bytes, iterations_for(bytes));
-      row.ratio_to_memcpy = static_cast<double>(row.delivered_bytes) / measurement.time_s / 1e9 / row.memcpy_gbps;
-      print_row(row, out);
-      result.rows.push_back(row);
+      sizes.push_back(entry);
     }
+  }
+  return sizes;
+}
+
+CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& out) {
+  check_comm_bench_options(options);
+  CommBenchResult result{.options = options};
+  print_header(options, out);
+  for (const CommBenchSize& size : comm_bench_sizes(options, &result.skipped)) {
+    if (!size.skipped.empty()) {
+      out << "# skipped " << size.skipped << "\n";
+      continue;
+    }
+    const int64_t world = options.world, bytes = size.bytes;
+    CommBenchRow row{.op = size.op, .bytes = bytes, .count = size.count,
+                     .iterations = comm_bench_iterations(world * bytes),
+                     .delivered_bytes = size.gather ? world * bytes : bytes};
+    const CommBenchMeasurement measurement = time_simulated_collective(size.gather, options, size.count, row.iterations);
+    row.time_us = measurement.time_s * 1e6;
+    row.algbw_gbps = static_cast<double>(bytes) / measurement.time_s / 1e9;
+    row.busbw_gbps = row.algbw_gbps * static_cast<double>(world - 1) / static_cast<double>(world);
+    row.wrong = measurement.wrong;
+    row.memcpy_gbps = measure_memcpy_gbps(bytes, comm_bench_iterations(bytes));
+    row.ratio_to_memcpy = static_cast<double>(row.delivered_bytes) / measurement.time_s / 1e9 / row.memcpy_gbps;
+    print_row(row, out);
+    result.rows.push_back(row);
   }
   print_large_gather_ratio(result, out);
   return result;

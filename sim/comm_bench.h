@@ -21,6 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tensor/tensor.h"
+
 namespace zero3 {
 
 struct CommBenchOptions {
@@ -53,6 +55,38 @@ struct CommBenchResult {
   // {"world", "seed", "rows": [...], "skipped": [...], "ratio_to_memcpy": {op: {bytes: ratio}}}
   nlohmann::json to_json() const;
 };
+
+// The pieces `zero3 bench comm --backend mpi` shares, so that both benchmarks run the same sizes
+// on the same checked values. --------------------------------------------------------------
+
+// Rank `rank`'s send element `index`: small integers in [-8, 8], so every sum is exact in f32.
+float comm_bench_value(uint64_t seed, int rank, int64_t index);
+// Elements of this rank's output that differ from the values computed from (seed, rank, index).
+int64_t count_wrong_elements(bool gather, uint64_t seed, int rank, int world, int64_t count, const Tensor& recv);
+// Collectives per round for a size: about 2 GiB delivered, at least 3 and at most 100.
+int comm_bench_iterations(int64_t delivered_bytes);
+std::string format_bytes(int64_t bytes);
+
+struct CommBenchSize {
+  std::string op{};
+  bool gather = true;
+  int64_t bytes = 0;    // count * world * 4
+  int64_t count = 0;    // elements per rank block
+  std::string skipped{};  // why this size is left out; "" when it runs
+};
+// Every size of the table in order (all-gathers, then reduce-scatters), the skipped ones with why
+// (also appended to `skipped`).
+std::vector<CommBenchSize> comm_bench_sizes(const CommBenchOptions& options, std::vector<std::string>* skipped);
+
+struct CommBenchMeasurement {
+  double time_s = 0.0;  // mean per collective in the fastest of 3 rounds
+  int64_t wrong = 0;    // over every rank
+};
+// One size on a fresh SimWorld: a warm-up, then 3 rounds of `iterations` collectives.
+CommBenchMeasurement time_simulated_collective(bool gather, const CommBenchOptions& options, int64_t count,
+                                               int iterations);
+// InputError for options out of range.
+void check_comm_bench_options(const CommBenchOptions& options);
 
 // Throws InputError for options out of range. Prints the table to `out` as rows complete.
 CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& out);

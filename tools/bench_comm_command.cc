@@ -7,13 +7,16 @@
 
 #include "core/base/errors.h"
 #include "sim/comm_bench.h"
+#include "tools/mpi_comm_bench.h"
+#include "tools/mpi_training_run.h"
 
 namespace zero3 {
 
 namespace {
 
 struct BenchCommFlags {
-  CommBenchOptions options;
+  std::string backend = "sim";
+  CommBenchOptions options{.world = 0};
   double memory_gib_max = 8.0;
   std::string report_path;
 };
@@ -21,6 +24,11 @@ struct BenchCommFlags {
 void run_bench_comm(const BenchCommFlags& flags) {
   CommBenchOptions options = flags.options;
   options.memory_bytes_max = static_cast<int64_t>(std::llround(flags.memory_gib_max * double(int64_t{1} << 30)));
+  if (flags.backend == "mpi") {
+    run_as_mpi_process([&] { run_mpi_comm_bench(options, flags.report_path); });
+    return;
+  }
+  if (options.world == 0) throw InputError("bench comm: --ranks is required with --backend sim");
   const CommBenchResult result = run_comm_bench(options, std::cout);
   if (!flags.report_path.empty()) {
     write_comm_bench_report(result, flags.report_path);
@@ -37,10 +45,13 @@ void run_bench_comm(const BenchCommFlags& flags) {
 void add_bench_comm_command(CLI::App& bench_app) {
   auto flags = std::make_shared<BenchCommFlags>();
   CLI::App* command = bench_app.add_subcommand(
-      "comm", "all_gather and reduce_scatter over simulated ranks in this process, nccl-tests style, with the\n"
-              "ratio of bytes delivered per second to this machine's memcpy bandwidth");
-  command->add_option("--ranks", flags->options.world, "simulated ranks (world size)")
-      ->required()
+      "comm", "all_gather and reduce_scatter, nccl-tests style: over simulated ranks in this process, with the\n"
+              "ratio of bytes delivered per second to this machine's memcpy bandwidth; or (--backend mpi, under\n"
+              "mpirun -np W) over one process per rank, with the ratio to the simulator at the same sizes");
+  command->add_option("--backend", flags->backend, "sim: simulated ranks; mpi: one process per rank under mpirun")
+      ->check(CLI::IsMember({"sim", "mpi"}))
+      ->capture_default_str();
+  command->add_option("--ranks", flags->options.world, "world size (sim: required; mpi: the launcher's, which this may only repeat)")
       ->check(CLI::Range(1, 4096));
   command->add_option("--report", flags->report_path, "also write the results as JSON to this file (atomically)");
   command->add_option("--seed", flags->options.seed, "seed of the checked values")->capture_default_str();

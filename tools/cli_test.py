@@ -88,6 +88,8 @@ def cases(folder):
          [case_file + ": at /"], []),
         ("bench step reports both ratios", ["bench", "step", "--steps", "2", "--rounds", "1", "--ranks", "2"], 0,
          ["ratio_zero3_over_ddp_exact", "ratio_zero3_over_ddp_bucketed"], []),
+        ("bench comm on the simulator needs a world size", ["bench", "comm", "--max-bytes", "4096"], 1,
+         ["--ranks is required with --backend sim"], []),
         ("bench comm checks its data", ["bench", "comm", "--ranks", "2", "--max-bytes", "4096"], 0,
          ["all_gather", "reduce_scatter", "#wrong"], []),
         ("replay of a missing trace names it", ["replay", missing], 1, [missing], []),

@@ -159,6 +159,21 @@ def bad_input(folder):
         failures.append("a refused --record left a trace file")
 
 
+def bench_comm(folder):
+    """bench comm --backend mpi: every size checked (#wrong 0) and set beside the simulator's."""
+    path = os.path.join(folder, "bench.json")
+    run(["bench", "comm", "--backend", "mpi", "--max-bytes", "65536", "--report", path], processes=4)
+    if not os.path.exists(path):
+        return
+    rows = report(path)["rows"]
+    if {row["op"] for row in rows} != {"all_gather", "reduce_scatter"} or len(rows) != 8:
+        failures.append(f"bench comm --backend mpi: expected 4 sizes of both ops, got {rows}")
+    for row in rows:
+        if row["wrong"] != 0 or not row["sim_busbw_gbps"] > 0 or not row["ratio_to_sim_busbw"] > 0:
+            failures.append(f"bench comm --backend mpi: bad row {row}")
+    print(f"ok  bench comm --backend mpi: {len(rows)} rows, #wrong 0, ratios to the simulator present")
+
+
 def main():
     folder = tempfile.mkdtemp(prefix="zero3_mpi_test_")
     try:
@@ -166,6 +181,7 @@ def main():
         bad_input(folder)
         checkpoints(folder)
         killed_rank(folder)
+        bench_comm(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     for failure in failures:

@@ -91,29 +91,37 @@ std::unique_ptr<Communicator> mpi_training_communicator(const TrainOptions& opti
   return std::make_unique<CrashingCommunicator>(std::move(comm), plan, options.seed);
 }
 
-TrainOutcome run_as_mpi_process(const TrainOptions& requested,
-                                const std::function<TrainOutcome(const TrainOptions&)>& train) {
+void run_as_mpi_process(const std::function<void()>& body) {
   MpiWorld& mpi = MpiWorld::start();
-  TrainOptions options = requested;
   if (mpi.rank() == 0) {
     for (const std::string& warning : mpi.launch().warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   } else {
-    // The failing rank writes the failure report, whichever it is; only rank 0 writes a success.
     silence_stdout();
   }
   try {
-    if (options.ranks != 1 && options.ranks != mpi.world()) {
-      throw InputError("--ranks " + std::to_string(options.ranks) + " but the launcher started " +
-                       std::to_string(mpi.world()) + " processes; under --backend mpi the world size is mpirun -np's");
-    }
-    options.ranks = mpi.world();
-    return train(options);
+    body();
   } catch (const std::exception& error) {
     const int exit_code = failure_exit_code(error);
     std::fflush(stdout);
     std::fprintf(stderr, "error: rank %d of %d: %s\n", mpi.rank(), mpi.world(), error.what());
     mpi.abort_job(exit_code);
   }
+}
+
+TrainOutcome run_training_as_mpi_process(const TrainOptions& requested,
+                                         const std::function<TrainOutcome(const TrainOptions&)>& train) {
+  TrainOutcome outcome;
+  run_as_mpi_process([&] {
+    const int world = MpiWorld::start().world();
+    if (requested.ranks != 1 && requested.ranks != world) {
+      throw InputError("--ranks " + std::to_string(requested.ranks) + " but the launcher started " +
+                       std::to_string(world) + " processes; under --backend mpi the world size is mpirun -np's");
+    }
+    TrainOptions options = requested;
+    options.ranks = world;
+    outcome = train(options);
+  });
+  return outcome;
 }
 
 }  // namespace zero3

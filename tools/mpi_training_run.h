@@ -12,11 +12,14 @@
 
 namespace zero3 {
 
-// Starts MPI, takes the world size from the launcher (--ranks, when given, must agree), silences
-// stdout on ranks other than 0 (a failing rank still writes the failure report), runs `train`, and on an exception prints it with the
-// rank and aborts the job with its exit code. Returns only on success.
-TrainOutcome run_as_mpi_process(const TrainOptions& options,
-                                const std::function<TrainOutcome(const TrainOptions&)>& train);
+// Starts MPI, silences stdout on ranks other than 0, runs `body`, and on an exception prints it
+// with the rank and aborts the job with its exit code. Returns only on success.
+void run_as_mpi_process(const std::function<void()>& body);
+
+// The same for training: the world size comes from the launcher (--ranks, when given, must agree);
+// a failing rank, whichever it is, still writes the failure report.
+TrainOutcome run_training_as_mpi_process(const TrainOptions& options,
+                                         const std::function<TrainOutcome(const TrainOptions&)>& train);
 
 // This rank's communicator for the run: MPI's, wrapped by the crash fault when --faults asks for
 // one (only crash can fire under MPI: a real process death, SIGKILL, at a seeded collective of a

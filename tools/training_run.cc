@@ -237,7 +237,7 @@ TrainOutcome run_training(const TrainOptions& options) {
       throw;
     }
   };
-  if (options.backend == "mpi") return run_as_mpi_process(options, train);
+  if (options.backend == "mpi") return run_training_as_mpi_process(options, train);
   return train(options);
 }
 
