@@ -61,12 +61,13 @@ def equality_matrix(folder):
         for zero in ["3", "0"]:
             for bf16 in [False, True]:
                 cases.append((model, config, zero, bf16, 1))
-    cases += [("gpt-tiny", "plain", "3", False, 3), ("gpt-tiny", "plain", "0", False, 3),
-              ("moe-tiny", "leaf", "3", True, 3)]
-    for model, config, zero, bf16, gas in cases:
-        name = f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas}"
+    cases = [case + ("cpu",) for case in cases]
+    cases += [("gpt-tiny", "plain", "3", False, 3, "cpu"), ("gpt-tiny", "plain", "0", False, 3, "cpu"),
+              ("moe-tiny", "leaf", "3", True, 3, "cpu"), ("gpt-tiny", "plain", "3", True, 1, "opaque")]
+    for model, config, zero, bf16, gas, device in cases:
+        name = f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}"
         common = ["train", "--model", model, "--steps", "3", "--seed", "7", "--zero", zero, "--config",
-                  configs[config], "--gas", str(gas)] + (["--bf16"] if bf16 else [])
+                  configs[config], "--gas", str(gas), "--device", device] + (["--bf16"] if bf16 else [])
         mpi_path, sim_path = os.path.join(folder, "mpi.json"), os.path.join(folder, "sim.json")
         for path in (mpi_path, sim_path):
             if os.path.exists(path):
