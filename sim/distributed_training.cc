@@ -36,7 +36,7 @@ RankMemory memory_of(const SimAllocator& allocator) {
 
 void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoint* resume, RankOutput& output) {
   BuiltModel built = build_run_model(options);
-  built.model->initialize(options.seed);
+  initialize_model(built, options.seed);
   output.param_names = built.model->parameter_names();
   // Collectives' staging buffers count as comm_buffer, as in replay.
   ObservedCommunicator comm(sim.comm(), sim.allocator(), nullptr);
@@ -85,7 +85,11 @@ std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) 
 }  // namespace
 
 BuiltModel build_run_model(const DistributedRunOptions& options) {
-  const ModelOptions model_options{.seed = options.seed, .data_file = options.data_file};
+  const ModelOptions model_options{.seed = options.seed,
+                                   .data_file = options.data_file,
+                                   .micro_steps_per_step = options.config.gradient_accumulation_steps,
+                                   .init_from = options.init_from,
+                                   .init_names = options.init_names};
   if (!options.model_spec.is_null()) return build_model_from_spec(options.model_spec, "model_spec", model_options);
   return build_model(options.model, model_options);
 }

@@ -32,6 +32,9 @@ struct DistributedRunOptions {
   // harness generates specs; errors then name the source "model_spec").
   nlohmann::json model_spec = nullptr;
   std::string data_file;
+  // Weights to start from instead of the seeded ones (ModelOptions::init_from, init_names).
+  std::string init_from;
+  std::string init_names = "zero3";
   uint64_t seed = 1;
   int world = 1;
   int64_t steps = 1;

@@ -69,7 +69,7 @@ OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const 
 OracleDifferences differences_to_single_process(const DistributedRunOptions& options,
                                                 const DistributedRunResult& run) {
   BuiltModel built = build_run_model(options);
-  built.model->initialize(options.seed);
+  initialize_model(built, options.seed);
   std::optional<Checkpoint> resume;
   if (!options.load_checkpoint.empty()) resume = load_checkpoint(options.load_checkpoint, *built.model);
   CountingAllocator memory;

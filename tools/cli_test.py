@@ -64,6 +64,22 @@ def cases(folder):
         ("the reference resumes from the consolidated checkpoint",
          ["train", "--backend", "ref", "--steps", "3", "--load-checkpoint", consolidated], 0,
          ["final parameter hash"], []),
+        ("consolidate writes safetensors with GPT-2's names",
+         ["consolidate", checkpoint, os.path.join(folder, "a.safetensors"), "--format", "safetensors", "--names", "hf-gpt2"],
+         0, ["28 tensors", "--init-from"], []),
+        ("training starts from them (lr 0: the weights stay) and saves",
+         ["train", "--backend", "sim", "--ranks", "3", "--steps", "1", "--lr", "0", "--init-from",
+          os.path.join(folder, "a.safetensors"), "--names", "hf-gpt2", "--save-checkpoint", os.path.join(folder, "ck2")],
+         0, ["final parameter hash"], []),
+        ("which consolidate writes back (byte-identical: checked below)",
+         ["consolidate", os.path.join(folder, "ck2"), os.path.join(folder, "b.safetensors"), "--format", "safetensors",
+          "--names", "hf-gpt2"], 0, [], []),
+        ("a malformed safetensors file is exit 1 naming it, and no checkpoint is written",
+         ["train", "--backend", "ref", "--steps", "1", "--init-from", broken_json, "--save-checkpoint",
+          os.path.join(folder, "ck3")], 1, [broken_json + ": the header length"], [os.path.join(folder, "ck3")]),
+        ("GPT-2 names on a sequential model are refused",
+         ["train", "--model", "mlp-tiny", "--steps", "1", "--init-from", os.path.join(folder, "a.safetensors"),
+          "--names", "hf-gpt2"], 1, ["has no GPT-2 name"], []),
         ("consolidate of a missing folder names it and writes nothing",
          ["consolidate", missing, os.path.join(folder, "never")], 1, [missing], [os.path.join(folder, "never")]),
         ("inspect lists the built-in models", ["inspect", "--list"], 0, ["gpt-tiny", "moe-tiny"], []),
@@ -116,6 +132,13 @@ def main():
             if problems:
                 tail = "\n      ".join(output.strip().splitlines()[-6:])
                 failures.append(f"{name} (zero3 {' '.join(arguments)}): {'; '.join(problems)}\n      {tail}")
+        # The safetensors round trip (consolidate -> --init-from -> consolidate) is byte-identical.
+        paths = [os.path.join(folder, name) for name in ("a.safetensors", "b.safetensors")]
+        if all(os.path.exists(path) for path in paths):
+            same = open(paths[0], "rb").read() == open(paths[1], "rb").read()
+            print(("ok   " if same else "FAIL ") + "the safetensors round trip is byte-identical")
+            if not same:
+                failures.append("consolidate -> --init-from -> consolidate changed the safetensors bytes")
     for failure in failures:
         print("FAIL: " + failure)
     print("cli: " + ("ok" if not failures else f"{len(failures)} failures"))

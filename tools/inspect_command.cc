@@ -2,7 +2,10 @@
 #include <cstdio>
 #include <memory>
 
+#include "core/base/errors.h"
 #include "core/models/model_zoo.h"
+#include "core/tensor/safetensors.h"
+#include "core/training/train_config.h"
 #include "tools/commands.h"
 
 namespace zero3 {
@@ -29,16 +32,71 @@ void inspect_model(const std::string& name_or_path) {
               built.model->parameters().size(), static_cast<long long>(built.model->parameter_count()));
 }
 
+struct DataDump {
+  std::string path;
+  uint64_t seed = 1;
+  int64_t steps = 1;
+  int64_t gas = 1;
+  int64_t micro_batch = TrainConfig{}.micro_batch_size;
+  int ranks = 1;
+  std::string data_file;
+};
+
+// The global batch of every micro-step a run with these settings trains on (all ranks' examples in
+// rank order, as the single-process reference sees them), for an outside framework to train on.
+void dump_data(const std::string& name_or_path, const DataDump& dump) {
+  const BuiltModel built =
+      build_model(name_or_path, {.seed = dump.seed, .data_file = dump.data_file, .micro_steps_per_step = dump.gas});
+  std::vector<NamedTensor> tensors;
+  for (int64_t step = 0; step < dump.steps; ++step) {
+    for (int64_t micro = 0; micro < dump.gas; ++micro) {
+      const Batch batch = built.data->batch(step, micro, 0, 1, dump.ranks * dump.micro_batch);
+      const std::string prefix = "step" + std::to_string(step) + ".micro" + std::to_string(micro);
+      tensors.push_back({prefix + ".inputs", batch.inputs});
+      tensors.push_back({prefix + ".targets", batch.targets});
+    }
+  }
+  write_safetensors(dump.path, tensors,
+                    {{"zero3_model", name_or_path}, {"seed", std::to_string(dump.seed)},
+                     {"global_batch", std::to_string(dump.ranks * dump.micro_batch)},
+                     {"data", built.data->description()}});
+  std::printf("wrote %zu tensors (%lld steps x %lld micro-steps, global batch %lld = %d ranks x %lld) to %s\n",
+              tensors.size(), static_cast<long long>(dump.steps), static_cast<long long>(dump.gas),
+              static_cast<long long>(dump.ranks * dump.micro_batch), dump.ranks,
+              static_cast<long long>(dump.micro_batch), dump.path.c_str());
+}
+
 }  // namespace
 
 void add_inspect_command(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto list = std::make_shared<bool>(false);
+  auto dump = std::make_shared<DataDump>();
   CLI::App* command = app.add_subcommand("inspect", "Print a model's parameter table (name, shape, numel, owner, id)\n"
                                                     "Example: zero3 inspect gpt2-124m");
   command->add_option("model", *model, "a built-in model name or a JSON spec file");
   command->add_flag("--list", *list, "list the built-in models");
-  command->callback([model, list] {
+  CLI::Option* dump_option = command->add_option(
+      "--dump-data", dump->path,
+      "write the training batches to this safetensors file instead: step{S}.micro{M}.inputs and .targets, the "
+      "global batch of --ranks x --micro-batch examples, as `zero3 train` with the same flags trains on");
+  command->add_option("--seed", dump->seed, "--dump-data: the run's seed")->needs(dump_option)->capture_default_str();
+  command->add_option("--steps", dump->steps, "--dump-data: optimizer steps")
+      ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  command->add_option("--gas", dump->gas, "--dump-data: micro-steps per step")
+      ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  command->add_option("--micro-batch", dump->micro_batch, "--dump-data: examples per rank per micro-step")
+      ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  command->add_option("--ranks", dump->ranks, "--dump-data: ranks whose examples make the global batch")
+      ->needs(dump_option)->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  command->add_option("--data", dump->data_file, "--dump-data: the --data file of the run")
+      ->needs(dump_option)->check(CLI::ExistingFile);
+  command->callback([model, list, dump] {
+    if (!dump->path.empty()) {
+      if (model->empty()) throw InputError("--dump-data needs a model");
+      dump_data(*model, *dump);
+      return;
+    }
     if (*list || model->empty()) list_models();
     if (!model->empty()) inspect_model(*model);
   });

@@ -26,6 +26,8 @@ DistributedRunOptions distributed_options(const TrainOptions& options, const Tra
   DistributedRunOptions run;
   run.model = options.model;
   run.data_file = options.data_file;
+  run.init_from = options.init_from;
+  run.init_names = options.init_names;
   run.seed = options.seed;
   run.world = options.ranks;
   run.steps = options.steps;

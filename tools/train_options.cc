@@ -52,6 +52,15 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_flag("--bf16", options.bf16, "bf16 compute with f32 master weights");
   command.add_option("--data", options.data_file, "train a GPT on this file's bytes instead of synthetic data")
       ->check(CLI::ExistingFile);
+  command.add_option("--init-from", options.init_from,
+                     "start from these weights (safetensors, f32 or bf16) instead of the seeded ones; every "
+                     "parameter's name and shape is checked")
+      ->check(CLI::ExistingFile);
+  command.add_option("--names", options.init_names,
+                     "names in the --init-from file: zero3, or hf-gpt2 (gpt models: Hugging Face GPT-2's names and "
+                     "Conv1D layouts, the head tied to transformer.wte.weight)")
+      ->check(CLI::IsMember({"zero3", "hf-gpt2"}))
+      ->capture_default_str();
   command.add_option("--report", options.report_path,
                      "write a JSON summary here (atomically); a failed run writes one too, with status, "
                      "exit_code and failure {class, kind, message}");
@@ -123,6 +132,8 @@ std::string replay_command(const TrainOptions& options) {
   if (options.lr) command << " --lr " << *options.lr;
   if (options.bf16) command << " --bf16";
   if (!options.data_file.empty()) command << " --data " << options.data_file;
+  if (!options.init_from.empty()) command << " --init-from " << options.init_from;
+  if (options.init_names != "zero3") command << " --names " << options.init_names;
   if (!options.faults.empty()) command << " --faults " << options.faults;
   if (options.check) command << " --check";
   if (!options.load_checkpoint.empty()) command << " --load-checkpoint " << options.load_checkpoint;

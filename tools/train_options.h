@@ -28,6 +28,8 @@ struct TrainOptions {
   std::optional<double> lr;
   bool bf16 = false;
   std::string data_file;
+  std::string init_from;             // safetensors weights to start from (core/models/weight_names.h)
+  std::string init_names = "zero3";  // their names: zero3 or hf-gpt2
   std::string report_path;
   std::string record_path;
   std::string faults;

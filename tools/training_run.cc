@@ -176,8 +176,12 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   std::vector<std::string> warnings;
   const TrainConfig config = resolve_train_config(options, &warnings);
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
-  built.model->initialize(options.seed);
+  BuiltModel built = build_model(options.model, {.seed = options.seed,
+                                                 .data_file = options.data_file,
+                                                 .micro_steps_per_step = config.gradient_accumulation_steps,
+                                                 .init_from = options.init_from,
+                                                 .init_names = options.init_names});
+  initialize_model(built, options.seed);
   print_banner(options, config, built);
 
   TrainOutcome outcome;

@@ -175,7 +175,7 @@ Trace record_training_trace(const DistributedRunOptions& options, const nlohmann
                          .jitter_fraction = 0.1, .fiber_stack_bytes = 1 << 20, .kernels = nullptr};
   const SimResult recorded = SimWorld(sim_options).run([&](SimRank& sim) {
     BuiltModel built = build_run_model(options);
-    built.model->initialize(options.seed);
+    initialize_model(built, options.seed);
     ModuleIndex rank_index;
     skeleton_of(*built.model, trace.dtype, rank_index);
     ModuleHooks unsharded;

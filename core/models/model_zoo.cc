@@ -5,6 +5,8 @@
 #include <map>
 
 #include "core/models/byte_file_data.h"
+#include "core/models/token_file_data.h"
+#include "core/models/weight_names.h"
 #include "core/base/errors.h"
 #include "core/models/gpt_model.h"
 #include "core/base/json_reader.h"
@@ -95,6 +97,11 @@ BuiltModel build_gpt(const SpecNode& spec, const ModelOptions& options) {
     built.data = std::make_unique<MarkovData>(options.seed, config.vocab, config.context);
     return built;
   }
+  if (TokenFileData::is_token_file(options.data_file)) {
+    built.data = std::make_unique<TokenFileData>(options.data_file, config.vocab, config.context,
+                                                 options.micro_steps_per_step);
+    return built;
+  }
   if (config.vocab < ByteFileData::kVocab) {
     spec.at("vocab").fail_expected("a vocab of at least 256 to train on the bytes of data file '" +
                                    options.data_file + "'");
@@ -157,7 +164,15 @@ BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& 
   root.at("name").text_or(name_from_source(source));
   BuiltModel built = kind == "gpt" ? build_gpt(root, options) : build_sequential(root, options);
   built.spec = std::move(resolved);
+  built.init_from = options.init_from;
+  built.init_names = options.init_names;
+  if (!built.init_from.empty()) parse_weight_names(built.init_names);  // a bad --names fails before training
   return built;
+}
+
+void initialize_model(BuiltModel& built, uint64_t seed) {
+  built.model->initialize(seed);
+  if (!built.init_from.empty()) load_initial_weights(*built.model, built.init_from, parse_weight_names(built.init_names));
 }
 
 }  // namespace zero3

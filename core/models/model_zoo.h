@@ -2,7 +2,7 @@
 // with the synthetic data that fits them.
 //
 //   BuiltModel built = build_model("gpt-tiny", {.seed = 7});
-//   built.model->initialize(7);
+//   initialize_model(built, 7);
 //   Batch batch = built.data->batch(/*step=*/0, /*micro=*/0, /*rank=*/0, /*world=*/1, /*batch_size=*/4);
 #pragma once
 #include <memory>
@@ -18,14 +18,28 @@ namespace zero3 {
 
 struct ModelOptions {
   uint64_t seed = 0;       // seeds the synthetic data (teacher, Markov chain)
-  std::string data_file{};  // when set, a GPT trains on this file's bytes instead (vocab must be >= 256)
+  // When set, a GPT trains on this file instead: an llm.c token file (token_file_data.h) when it
+  // starts with llm.c's magic, else the file's bytes (vocab must be >= 256).
+  std::string data_file{};
+  // Token files only: micro-steps per optimizer step (GAS), so that windows follow one another.
+  int64_t micro_steps_per_step = 1;
+  // When set, initialize_model() overwrites the seeded values with this safetensors file's
+  // (core/models/weight_names.h), under these names ("zero3" or "hf-gpt2").
+  std::string init_from{};
+  std::string init_names = "zero3";
 };
 
 struct BuiltModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<DataSource> data;
   nlohmann::json spec;  // the resolved spec, as written into reports and traces
+  std::string init_from{};  // ModelOptions::init_from and init_names, for initialize_model()
+  std::string init_names = "zero3";
 };
+
+// The seeded initialisation (Model::initialize), then the --init-from weights when there are any:
+// how every trainer, reference and rank starts, so that they all start from the same values.
+void initialize_model(BuiltModel& built, uint64_t seed);
 
 std::vector<std::string> builtin_model_names();
 // Throws InputError listing the built-in names when `name` is not one.
