@@ -6,7 +6,8 @@ ZERO3_BUILD_DIR=${ZERO3_BUILD_DIR:-$ZERO3_ROOT/build}
 
 # Debian packages the build needs; the CUDA toolkit and NCCL are optional and never installed here.
 ZERO3_PACKAGES=(cmake ninja-build g++ ccache googletest libgtest-dev librapidcheck-dev nlohmann-json3-dev
-                libcli11-dev libopenblas-dev libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch)
+                libcli11-dev libopenblas-dev libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch
+                python3-venv python3-numpy python3-requests python3-yaml python3-typing-extensions)
 
 zero3_log() { printf 'zero3: %s\n' "$*" >&2; }
 
@@ -45,6 +46,10 @@ zero3_build() {
     exit 1
   fi
 }
+
+# zero3_install_oracle_venv, which tools/test runs: the outside oracle's Python side.
+# shellcheck source=tools/lib/oracle_venv.sh
+source "$ZERO3_ROOT/tools/lib/oracle_venv.sh"
 
 zero3_install_missing_packages
 zero3_build
