@@ -2,7 +2,9 @@
 #include <cstdio>
 #include <memory>
 
+#include "core/autograd/context.h"
 #include "core/base/errors.h"
+#include "core/models/gpt_model.h"
 #include "core/models/model_zoo.h"
 #include "core/tensor/safetensors.h"
 #include "core/training/train_config.h"
@@ -40,7 +42,30 @@ struct DataDump {
   int64_t micro_batch = TrainConfig{}.micro_batch_size;
   int ranks = 1;
   std::string data_file;
+  std::string logits_path;
+  std::string init_from;
+  std::string init_names = "zero3";
 };
+
+// The logits of a gpt for the first micro-batch (the weights from --init-from when given): the
+// check, against Hugging Face's GPT2LMHeadModel on the same tokens, that zero3's GPT-2 is GPT-2.
+void dump_logits(const std::string& name_or_path, const DataDump& dump) {
+  BuiltModel built = build_model(name_or_path, {.seed = dump.seed,
+                                                .data_file = dump.data_file,
+                                                .micro_steps_per_step = dump.gas,
+                                                .init_from = dump.init_from,
+                                                .init_names = dump.init_names});
+  auto* gpt = dynamic_cast<GptModel*>(built.model.get());
+  if (!gpt) throw InputError("--dump-logits: " + name_or_path + " is not a gpt model");
+  initialize_model(built, dump.seed);
+  const Batch batch = built.data->batch(0, 0, 0, 1, dump.ranks * dump.micro_batch);
+  Context ctx(cpu_kernels());
+  const Tensor logits = gpt->gpt().forward(ctx, batch.inputs).value();
+  write_safetensors(dump.logits_path, {{"inputs", batch.inputs}, {"logits", logits}},
+                    {{"zero3_model", name_or_path}, {"init_from", dump.init_from}, {"names", dump.init_names}});
+  std::printf("wrote the inputs %s and logits %s of the first micro-batch to %s\n", shape_str(batch.inputs.shape()).c_str(),
+              shape_str(logits.shape()).c_str(), dump.logits_path.c_str());
+}
 
 // The global batch of every micro-step a run with these settings trains on (all ranks' examples in
 // rank order, as the single-process reference sees them), for an outside framework to train on.
@@ -80,18 +105,30 @@ void add_inspect_command(CLI::App& app) {
       "--dump-data", dump->path,
       "write the training batches to this safetensors file instead: step{S}.micro{M}.inputs and .targets, the "
       "global batch of --ranks x --micro-batch examples, as `zero3 train` with the same flags trains on");
-  command->add_option("--seed", dump->seed, "--dump-data: the run's seed")->needs(dump_option)->capture_default_str();
+  command->add_option("--seed", dump->seed, "--dump-data, --dump-logits: the run's seed")->capture_default_str();
   command->add_option("--steps", dump->steps, "--dump-data: optimizer steps")
       ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
   command->add_option("--gas", dump->gas, "--dump-data: micro-steps per step")
       ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  command->add_option("--micro-batch", dump->micro_batch, "--dump-data: examples per rank per micro-step")
-      ->needs(dump_option)->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
-  command->add_option("--ranks", dump->ranks, "--dump-data: ranks whose examples make the global batch")
-      ->needs(dump_option)->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  command->add_option("--data", dump->data_file, "--dump-data: the --data file of the run")
-      ->needs(dump_option)->check(CLI::ExistingFile);
+  command->add_option("--micro-batch", dump->micro_batch, "--dump-data, --dump-logits: examples per rank per micro-step")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  command->add_option("--ranks", dump->ranks, "--dump-data, --dump-logits: ranks whose examples make the global batch")
+      ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+  CLI::Option* logits_option = command->add_option(
+      "--dump-logits", dump->logits_path,
+      "gpt models: write the first micro-batch's inputs and the model's logits for them to this safetensors file");
+  command->add_option("--data", dump->data_file, "--dump-data, --dump-logits: the --data file of the run")
+      ->check(CLI::ExistingFile);
+  command->add_option("--init-from", dump->init_from, "--dump-logits: the weights (safetensors) to run")
+      ->needs(logits_option)->check(CLI::ExistingFile);
+  command->add_option("--names", dump->init_names, "--dump-logits: names in the --init-from file: zero3 or hf-gpt2")
+      ->needs(logits_option)->check(CLI::IsMember({"zero3", "hf-gpt2"}))->capture_default_str();
   command->callback([model, list, dump] {
+    if (!dump->logits_path.empty()) {
+      if (model->empty()) throw InputError("--dump-logits needs a model");
+      dump_logits(*model, *dump);
+      return;
+    }
     if (!dump->path.empty()) {
       if (model->empty()) throw InputError("--dump-data needs a model");
       dump_data(*model, *dump);

@@ -551,6 +551,24 @@ def train_zero3(binary, work, backend, name, flags, bf16):
         return json.load(file), tensors, metadata
 
 
+def check_logits(binary, work, flags, model):
+    """zero3's GPT-2 is GPT-2: its logits for the initial HF weights on the first micro-batch's
+    tokens (`zero3 inspect --dump-logits`) equal GPT2LMHeadModel's within 1e-5 of their scale."""
+    path = os.path.join(work, "logits.safetensors")
+    zero3(binary, "inspect", "gpt-tiny", "--seed", SEED, "--dump-logits", path, "--micro-batch", MICRO,
+          "--ranks", WORLD, *flags)
+    dumped = read_safetensors(path)
+    with torch.no_grad():
+        theirs = model(input_ids=dumped["inputs"].long()).logits.float()
+    ours = dumped["logits"].float()
+    if ours.shape != theirs.shape:
+        return [f"logits: shape {tuple(ours.shape)} vs HF {tuple(theirs.shape)}"]
+    difference = (ours - theirs).abs().max().item()
+    scale = max(1.0, theirs.abs().max().item())
+    print(f"   forward check: logits max |zero3 - HF GPT-2| {difference:.2e} (scale {scale:.2f}, tolerance 1e-5 of it)")
+    return [] if difference <= 1e-5 * scale else [f"logits differ from HF GPT-2 by {difference:.2e} (scale {scale:.2f})"]
+
+
 def run_case(name, bf16, binary, work):
     """Trains one model x dtype in torch and (unless binary is None) in zero3; returns failures."""
     dtype = "bf16" if bf16 else "f32"
@@ -561,6 +579,8 @@ def run_case(name, bf16, binary, work):
     failures = []
     if name == "gpt-tiny" and binary:
         failures += check_dumped_tokens(binary, work, flags, batches)
+        if not bf16:
+            failures += check_logits(binary, work, flags, model)
     # The backends' torch twins: the global batch in one process (ref), and W ranks (sim).
     torch_runs = {"ref": train_torch(model, batches, hyper, bf16),
                   "sim": train_torch(make_model(name, bf16), batches, hyper, bf16, ranks=WORLD)}
