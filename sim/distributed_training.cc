@@ -97,7 +97,7 @@ BuiltModel build_run_model(const DistributedRunOptions& options) {
 DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   SimOptions sim_options;
   sim_options.world = options.world;
-  sim_options.seed = options.seed;
+  sim_options.seed = options.fault_seed != 0 ? options.fault_seed : options.seed;
   sim_options.faults = options.faults;
   sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
   sim_options.kernels = &simulated_device_kernels(options.device);

@@ -41,6 +41,9 @@ struct DistributedRunOptions {
   TrainConfig config;
   BugInjections bugs;
   FaultPlan faults;
+  // Seeds the simulator's schedule and fault draws when not 0 (else `seed` does): a fault campaign
+  // varies the faults while the model, data and so the fault-free result stay the same.
+  uint64_t fault_seed = 0;
   // Rank 0 calls this after every step (inside the simulation; for progress output).
   std::function<void(const StepStats&)> on_step;
   // ZeRO-3 only: an observer per rank (the property harness checks lifecycle invariants with it).

@@ -185,7 +185,9 @@ void expect_exact_or_specific_error(const FaultRun& run, uint64_t seed) {
 TEST(SimFaults, AllFaultKindsTogetherEndInExactResultsOrTheirSpecificErrorsNeverAHang) {
   int failed_runs = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
-    const FaultRun run = run_with_faults("all", seed);
+    // Every kind on, the destructive ones at 1% per event: this small program makes too few events
+    // for the default rates (tuned so that most training runs finish) to fail any of 40 runs.
+    const FaultRun run = run_with_faults("late,reorder,stall,crash=0.01,alloc=0.01", seed);
     expect_exact_or_specific_error(run, seed);
     failed_runs += !run.result.all_ok();
   }

@@ -9,6 +9,7 @@
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/text.h"
+#include "props/fault_campaign.h"
 #include "props/fuzzer.h"
 #include "props/injection_table.h"
 #include "props/placeholder_rates.h"
@@ -31,6 +32,9 @@ struct FuzzFlags {
   bool injection_table = false;
   bool placeholder_rates = false;
   std::vector<uint64_t> table_seeds = {1, 2, 3};
+  bool fault_campaign = false;
+  int64_t campaign_runs = 100;
+  std::string campaign_plan = "all?";
 };
 
 std::string replay_command(const FuzzFlags& flags) {
@@ -152,6 +156,26 @@ void run_placeholder_rates_command(const FuzzFlags& flags) {
   }
 }
 
+// The reliability table; exit 2 unless no run hung, silently corrupted its result or failed in a
+// way no fired fault explains.
+void run_fault_campaign_command(const FuzzFlags& flags) {
+  FaultCampaignOptions options{.plan = flags.campaign_plan};
+  for (int64_t seed = 1; seed <= flags.campaign_runs; ++seed) options.fault_seeds.push_back(static_cast<uint64_t>(seed));
+  std::printf("zero3 fuzz --fault-campaign: %s W=%d, %lld steps, faults '%s', fault seeds 1..%lld\n",
+              options.model.c_str(), options.world, static_cast<long long>(options.steps), options.plan.c_str(),
+              static_cast<long long>(flags.campaign_runs));
+  std::fflush(stdout);
+  ProgressBar progress(flags.campaign_runs, "faults");
+  const FaultCampaign campaign = run_fault_campaign(options, [&](const FaultRunOutcome& run, size_t done) {
+    progress.update(static_cast<int64_t>(done), fault_outcome_name(run.outcome));
+  });
+  progress.finish();
+  std::printf("\n%s\n(%.1f s)\n", fault_campaign_table(campaign).c_str(), campaign.seconds);
+  if (!campaign.reliable()) {
+    throw CorrectnessError("the fault campaign found hangs, silent corruptions or unexplained errors (see above)");
+  }
+}
+
 void run_replay(const std::string& path) {
   const ReplayResult replay = replay_case_file(path);
   std::printf("replay %s: property %s %s\n", path.c_str(), replay.property.c_str(),
@@ -201,6 +225,15 @@ void add_fuzz_command(CLI::App& app) {
                     "run --cases broadcast-trap cases under each placeholder policy (error, empty, scalar) and print, "
                     "of the cases where a raw handle read an ungathered parameter, how many ended in a silent wrong "
                     "result, the specific error or another error; exit 2 unless `error` always gives the specific one");
+  command->add_flag("--fault-campaign", flags->fault_campaign,
+                    "train gpt-tiny (W=4, 5 steps, ZeRO-3) under --runs fault seeds, faults drawn BUGGIFY style, and "
+                    "print the reliability table: correct results, specific errors by type, hangs, silent "
+                    "corruptions, unexplained errors; exit 2 unless the last three are 0");
+  command->add_option("--runs", flags->campaign_runs, "--fault-campaign: fault seeds 1..N")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  command->add_option("--faults", flags->campaign_plan, "--fault-campaign: the fault plan (zero3 train --faults)")
+      ->capture_default_str();
   command->add_option("--seeds", flags->table_seeds, "seeds of --injection-table, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
@@ -213,6 +246,7 @@ void add_fuzz_command(CLI::App& app) {
     }
     if (!flags->replay_path.empty()) return run_replay(flags->replay_path);
     if (flags->injection_table) return run_injection_table_command(*flags);
+    if (flags->fault_campaign) return run_fault_campaign_command(*flags);
     if (flags->placeholder_rates) {
       if (!flags->seed_given) flags->options.seed = 1;
       return run_placeholder_rates_command(*flags);
