@@ -169,7 +169,7 @@ std::shared_ptr<Work> MpiCommunicator::reduce_scatter_async(const Tensor& send, 
     MPI_Type_free(&type);
     MpiWork* self = work.get();
     work->after_phase = [self, recv, world = world_, block_bytes]() mutable {
-      reduce_in_rank_order(self->signature.reduce, self->signature.dtype, blocks_of(self->staging, world, block_bytes),
+      reduce_in_rank_order(self->signature.reduce, self->signature.dtype, blocks_of(self->staging, world, block_bytes), 0,
                            recv.device_bytes(), self->signature.count);
       self->staging = {};
     };
@@ -198,7 +198,7 @@ std::shared_ptr<Work> MpiCommunicator::all_reduce_async(Tensor& buffer, ReduceOp
     work->after_phase = [this, self, buffer, segment_bytes, element_bytes]() mutable {
       // Phase 1 done: this rank's segment reduced in rank order; phase 2 gathers every segment.
       reduce_in_rank_order(self->signature.reduce, self->signature.dtype,
-                           blocks_of(self->staging, world_, segment_bytes), self->segment.data(),
+                           blocks_of(self->staging, world_, segment_bytes), 0, self->segment.data(),
                            segment_bytes / element_bytes);
       MPI_Datatype segment_type = block_type(segment_bytes);
       check_mpi(MPI_Iallgather(self->segment.data(), 1, segment_type, self->staging.data(), 1, segment_type,

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "core/sharding/rank_order_reduction.h"
 #include "core/tensor/dtype.h"
@@ -18,16 +17,6 @@ constexpr int64_t kCopyChunkBytes = int64_t{256} << 10;
 
 const char* at(const void* data, int64_t bytes) { return static_cast<const char*>(data) + bytes; }
 char* at(void* data, int64_t bytes) { return static_cast<char*>(data) + bytes; }
-
-// out = inputs[0][offset..] op inputs[1][offset..] op ... in rank order (offset in elements).
-void reduce_block(const CollectiveSignature& signature, std::span<const void* const> inputs, int64_t offset,
-                  void* out) {
-  const int64_t offset_bytes = offset * dtype_bytes(signature.dtype);
-  std::vector<const void*> blocks;
-  blocks.reserve(inputs.size());
-  for (const void* input : inputs) blocks.push_back(at(input, offset_bytes));
-  reduce_in_rank_order(signature.reduce, signature.dtype, blocks, out, signature.count);
-}
 
 }  // namespace
 
@@ -59,12 +48,13 @@ void move_collective_data(const CollectiveSignature& signature, std::span<const 
       return;
     case CollectiveOp::reduce_scatter:
       for (size_t rank = 0; rank < world; ++rank) {
-        reduce_block(signature, inputs, static_cast<int64_t>(rank) * count, outputs[rank]);
+        reduce_in_rank_order(signature.reduce, signature.dtype, inputs, static_cast<int64_t>(rank) * count,
+                             outputs[rank], count);
       }
       return;
     case CollectiveOp::all_reduce:
       // Reduce once into rank 0's output, then copy: every rank gets the same bits.
-      reduce_block(signature, inputs, 0, outputs[0]);
+      reduce_in_rank_order(signature.reduce, signature.dtype, inputs, 0, outputs[0], count);
       for (size_t rank = 1; rank < world; ++rank) std::memcpy(outputs[rank], outputs[0], static_cast<size_t>(block_bytes));
       return;
     case CollectiveOp::broadcast: {

@@ -41,11 +41,14 @@ void reduce_step(ReduceOp op, DType dtype, const void* in, void* out, int64_t co
 
 }  // namespace
 
-void reduce_in_rank_order(ReduceOp op, DType dtype, std::span<const void* const> blocks, void* out, int64_t count) {
+void reduce_in_rank_order(ReduceOp op, DType dtype, std::span<const void* const> blocks, int64_t offset, void* out,
+                          int64_t count) {
   ZERO3_CHECK(!blocks.empty(), "a reduction needs at least one rank's block");
   if (count == 0) return;
-  std::memcpy(out, blocks[0], static_cast<size_t>(count * dtype_bytes(dtype)));
-  for (size_t rank = 1; rank < blocks.size(); ++rank) reduce_step(op, dtype, blocks[rank], out, count);
+  const int64_t offset_bytes = offset * dtype_bytes(dtype);
+  const auto block = [&](size_t rank) { return static_cast<const char*>(blocks[rank]) + offset_bytes; };
+  std::memcpy(out, block(0), static_cast<size_t>(count * dtype_bytes(dtype)));
+  for (size_t rank = 1; rank < blocks.size(); ++rank) reduce_step(op, dtype, block(rank), out, count);
 }
 
 }  // namespace zero3

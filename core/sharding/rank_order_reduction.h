@@ -10,8 +10,11 @@
 
 namespace zero3 {
 
-// blocks[r]: rank r's `count` elements of `dtype`. `out` may not overlap any block. For max, NaN
-// wins (as in torch.maximum), so a poisoned input can never hide behind a larger value.
-void reduce_in_rank_order(ReduceOp op, DType dtype, std::span<const void* const> blocks, void* out, int64_t count);
+// Rank r's `count` elements of `dtype` start `offset` elements into blocks[r] (the simulator
+// reduces block i of every rank's buffer in place; MPI passes its staged blocks with offset 0).
+// `out` may not overlap any block. For max, NaN wins (as in torch.maximum), so a poisoned input
+// can never hide behind a larger value.
+void reduce_in_rank_order(ReduceOp op, DType dtype, std::span<const void* const> blocks, int64_t offset, void* out,
+                          int64_t count);
 
 }  // namespace zero3
