@@ -10,7 +10,53 @@
 
 #include "core/base/errors.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace zero3 {
+
+namespace {
+
+// AddressSanitizer tracks which stack is current; a switch it is not told of makes it take the
+// new stack's frames for overflows and use-after-return. Each switch is bracketed: start before
+// (naming the stack switched to; a null save slot when the leaving fiber ends), finish after
+// (learning the stack switched from). Without ASan these are empty.
+void start_switch(void** fake_stack_save, const void* bottom, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack_save, bottom, size);
+#else
+  (void)fake_stack_save, (void)bottom, (void)size;
+#endif
+}
+
+void finish_switch(void* fake_stack_save, const void** bottom_from, size_t* size_from) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack_save, bottom_from, size_from);
+#else
+  (void)fake_stack_save, (void)bottom_from, (void)size_from;
+#endif
+}
+
+// protected_fixedsize_stack, also telling the scheduler where the stack it made lies.
+class RecordingStack {
+ public:
+  RecordingStack(size_t bytes, const void** bottom, size_t* size) : stack_(bytes), bottom_(bottom), size_(size) {}
+  boost::context::stack_context allocate() {
+    boost::context::stack_context context = stack_.allocate();
+    *bottom_ = static_cast<const char*>(context.sp) - context.size;  // sp is the top: stacks grow down
+    *size_ = context.size;
+    return context;
+  }
+  void deallocate(boost::context::stack_context& context) noexcept { stack_.deallocate(context); }
+
+ private:
+  boost::context::protected_fixedsize_stack stack_;
+  const void** bottom_;
+  size_t* size_;
+};
+
+}  // namespace
 
 FiberScheduler::FiberScheduler(int tasks, uint64_t seed, size_t stack_bytes)
     : tasks_(static_cast<size_t>(tasks)), rng_(seed, stream_id("schedule")), stack_bytes_(stack_bytes) {
@@ -66,18 +112,22 @@ void FiberScheduler::resume(int task) {
     record.started = true;
     const auto* body = body_;
     record.fiber = boost::context::fiber(
-        std::allocator_arg, boost::context::protected_fixedsize_stack(stack_bytes_),
+        std::allocator_arg, RecordingStack(stack_bytes_, &record.stack.bottom, &record.stack.size),
         [this, task, body](boost::context::fiber&& scheduler) {
+          finish_switch(nullptr, &scheduler_stack_.bottom, &scheduler_stack_.size);
           tasks_[static_cast<size_t>(task)].scheduler = std::move(scheduler);
           (*body)(task);
           Task& done = tasks_[static_cast<size_t>(task)];
           done.state = State::finished;
+          start_switch(nullptr, scheduler_stack_.bottom, scheduler_stack_.size);  // this fiber ends
           return std::move(done.scheduler);
         });
   }
   record.state = State::running;
   current_ = task;
+  start_switch(&scheduler_asan_fake_stack_, record.stack.bottom, record.stack.size);
   record.fiber = std::move(record.fiber).resume();
+  finish_switch(scheduler_asan_fake_stack_, nullptr, nullptr);
   current_ = -1;
   ZERO3_CHECK(record.state != State::running, "task " + std::to_string(task) + " returned while running");
 }
@@ -85,7 +135,9 @@ void FiberScheduler::resume(int task) {
 void FiberScheduler::switch_to_scheduler() {
   const int task = current_;
   Task& record = tasks_[index(task)];
+  start_switch(&record.asan_fake_stack, scheduler_stack_.bottom, scheduler_stack_.size);
   record.scheduler = std::move(record.scheduler).resume();
+  finish_switch(record.asan_fake_stack, &scheduler_stack_.bottom, &scheduler_stack_.size);
   // Resumed: the scheduler has set current_ back to this task.
   ZERO3_CHECK(current_ == task && record.state == State::running, "task " + std::to_string(task) + " resumed badly");
 }

@@ -10,7 +10,8 @@
 //
 // Stacks are mmap'ed with a guard page when a task first runs and freed when it ends, so untouched
 // stack pages cost no memory: 1024 tasks with 256 KiB stacks reserve 256 MiB of address space but
-// only the pages they touch.
+// only the pages they touch. Under AddressSanitizer every switch is announced to it
+// (__sanitizer_start/finish_switch_fiber), which otherwise takes the fiber stacks for overflows.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +54,11 @@ class FiberScheduler {
 
  private:
   enum class State : uint8_t { queued, running, blocked, finished };
+  // A stack as AddressSanitizer's fiber interface names it; unused without ASan.
+  struct StackBounds {
+    const void* bottom = nullptr;
+    size_t size = 0;
+  };
   struct Task {
     State state = State::queued;
     double clock_s = 0.0;
@@ -60,6 +66,8 @@ class FiberScheduler {
     bool polling = false;  // parked by wait_for_progress()
     boost::context::fiber fiber;      // the task's context while it is suspended
     boost::context::fiber scheduler;  // the scheduler's context while the task runs
+    StackBounds stack;                // the task's fiber stack
+    void* asan_fake_stack = nullptr;  // ASan's fake stack of the task while it is switched out
   };
   struct Event {
     double time_s;
@@ -84,6 +92,8 @@ class FiberScheduler {
   size_t stack_bytes_;
   int current_ = -1;
   const std::function<void(int)>* body_ = nullptr;
+  StackBounds scheduler_stack_;               // the thread's own stack, where run() loops
+  void* scheduler_asan_fake_stack_ = nullptr;
 };
 
 }  // namespace zero3
