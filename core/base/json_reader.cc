@@ -3,6 +3,8 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/base/errors.h"
 
@@ -107,16 +109,73 @@ void JsonReader::expect_only_keys(const std::vector<std::string>& allowed) const
   }
 }
 
+namespace {
+
+// Tracks where the parser is, as a JSON pointer, so that a value nested too deep can be named.
+class NestingGuard {
+ public:
+  explicit NestingGuard(std::string source) : source_(std::move(source)) {}
+
+  bool on_event(int depth, nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::key:
+        frames_.back().key = parsed.get<std::string>();
+        break;
+      case Event::value:
+        if (!frames_.empty() && frames_.back().array) ++frames_.back().next_index;
+        break;
+      case Event::object_start:
+      case Event::array_start:
+        if (!frames_.empty() && frames_.back().array) ++frames_.back().next_index;
+        if (depth > kJsonNestingMax) {
+          throw_json_error(source_, pointer(), "expected at most " + std::to_string(kJsonNestingMax) +
+                                                   " nested arrays and objects, got deeper nesting");
+        }
+        frames_.push_back({event == Event::array_start, 0, {}});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        break;
+    }
+    return true;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    int64_t next_index = 0;
+    std::string key;
+  };
+  std::string pointer() const {
+    std::string text;
+    for (const Frame& frame : frames_) text += "/" + (frame.array ? std::to_string(frame.next_index - 1) : frame.key);
+    return text;
+  }
+
+  std::string source_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  NestingGuard guard(source);
+  try {
+    return nlohmann::json::parse(text, [&guard](int depth, nlohmann::json::parse_event_t event,
+                                                nlohmann::json& parsed) { return guard.on_event(depth, event, parsed); });
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(source + ": not valid JSON: " + error.what());
+  }
+}
+
 nlohmann::json read_json_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path + ": cannot be read (missing file or no permission)");
   std::stringstream buffer;
   buffer << in.rdbuf();
-  try {
-    return nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path + ": not valid JSON: " + error.what());
-  }
+  return parse_json_text(buffer.str(), path);
 }
 
 void throw_json_error(const std::string& source, const std::string& pointer, const std::string& message) {

@@ -44,7 +44,12 @@ class JsonReader {
   std::string path_;
 };
 
-// Reads and parses a JSON file; InputError naming the file (and line/column for syntax errors).
+// Every JSON input is parsed through these: InputError naming the file (and line/column for
+// syntax errors). Nesting is bounded, because nlohmann's dump() and destructor, and every reader
+// that walks a value, recurse once per level: a file of 100,000 nested brackets would otherwise
+// overflow the stack (found by tools/input_fuzz.py).
+constexpr int kJsonNestingMax = 100;
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path);
 
 // Throws InputError "SOURCE: at POINTER: MESSAGE", the one shape of every error in a JSON input;

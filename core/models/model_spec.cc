@@ -109,8 +109,17 @@ std::string SpecNode::one_of(const std::vector<std::string>& choices) const {
 Shape SpecNode::shape() const {
   const std::string expected = "a shape (an array of non-negative integers)";
   if (!present() || !value_->is_array()) fail_expected(expected);
+  // Each dimension fits 31 bits; their product must fit a parameter too (three of them need not).
+  constexpr int64_t kShapeElementsMax = int64_t{1} << 48;
   Shape shape;
-  for (size_t i = 0; i < value_->size(); ++i) shape.push_back(at(i).integer(0));
+  int64_t elements = 1;
+  for (size_t i = 0; i < value_->size(); ++i) {
+    shape.push_back(at(i).integer(0));
+    if (elements != 0 && shape.back() > kShapeElementsMax / std::max<int64_t>(elements, 1)) {
+      fail_expected("a shape of at most 2^48 elements");
+    }
+    elements *= shape.back();
+  }
   return shape;
 }
 

@@ -77,12 +77,17 @@ std::string name_from_source(const std::string& source) {
 GptConfig read_gpt_config(const SpecNode& spec) {
   spec.expect_object({"zero3_model_spec", "name", "kind", "vocab", "context", "layers", "heads", "width"},
                      "a gpt model spec");
+  // Far above any real GPT (GPT-3: 50,257 / 2,048 / 96 / 96 / 12,288), low enough that every
+  // parameter's and the model's element count fits in 64 bits with room to spare.
+  constexpr int64_t kGptDimMax = int64_t{1} << 24;
+  constexpr int64_t kGptWidthMax = int64_t{1} << 20;
+  constexpr int64_t kGptLayersMax = int64_t{1} << 14;
   GptConfig config;
-  config.vocab = spec.at("vocab").integer(1);
-  config.context = spec.at("context").integer(1);
-  config.layers = spec.at("layers").integer(0);
-  config.heads = spec.at("heads").integer(1);
-  config.width = spec.at("width").integer(1);
+  config.vocab = spec.at("vocab").integer(1, kGptDimMax);
+  config.context = spec.at("context").integer(1, kGptDimMax);
+  config.layers = spec.at("layers").integer(0, kGptLayersMax);
+  config.heads = spec.at("heads").integer(1, kGptWidthMax);
+  config.width = spec.at("width").integer(1, kGptWidthMax);
   if (config.width % config.heads != 0) {
     spec.at("heads").fail_expected("a divisor of the width " + std::to_string(config.width));
   }
@@ -155,6 +160,19 @@ BuiltModel build_model(const std::string& name_or_path, const ModelOptions& opti
   return build_model_from_spec(read_spec_file(name_or_path), name_or_path, options);
 }
 
+// Parameters are only allocated when the model is initialised, so a spec's size is checked here,
+// before anything counts its elements in 64 bits (repeats x experts x widths can pass 2^63).
+void check_model_elements(const Model& model, const SpecNode& root) {
+  constexpr int64_t kModelElementsMax = int64_t{1} << 50;
+  int64_t total = 0;
+  for (const Parameter* param : model.parameters()) {
+    if (__builtin_add_overflow(total, param->numel(), &total) || total > kModelElementsMax) {
+      root.fail_expected("a model of at most 2^50 parameter elements (" + std::to_string(kModelElementsMax) +
+                         "); this one has more, past '" + param->name() + "'");
+    }
+  }
+}
+
 BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& source, const ModelOptions& options) {
   nlohmann::json resolved = spec;
   const SpecNode root(spec, source, &resolved);
@@ -163,6 +181,7 @@ BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& 
   const std::string kind = root.at("kind").one_of({"gpt", "sequential"});
   root.at("name").text_or(name_from_source(source));
   BuiltModel built = kind == "gpt" ? build_gpt(root, options) : build_sequential(root, options);
+  check_model_elements(*built.model, root);
   built.spec = std::move(resolved);
   built.init_from = options.init_from;
   built.init_names = options.init_names;

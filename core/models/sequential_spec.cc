@@ -22,6 +22,9 @@ namespace {
 
 constexpr int64_t kExpertsMax = 4096;
 constexpr int64_t kRepeatMax = 1024;
+// Every training batch holds micro_batch x input_width dense features: a width the teacher data
+// could never fill in memory is refused at the spec, not by an allocation failure mid-run.
+constexpr int64_t kInputWidthMax = int64_t{1} << 20;
 
 struct BuiltLayer {
   std::unique_ptr<Layer> layer;
@@ -230,7 +233,7 @@ const std::vector<std::string>& sequential_layer_types() {
 
 std::unique_ptr<SequentialModel> build_sequential_model(const SpecNode& spec) {
   spec.expect_object({"zero3_model_spec", "name", "kind", "input_width", "loss", "layers"}, "a sequential model spec");
-  const int64_t input_width = spec.at("input_width").integer(0);
+  const int64_t input_width = spec.at("input_width").integer(0, kInputWidthMax);
   const std::string loss_name = spec.at("loss").one_of({"mse", "cross_entropy"});
   const SpecNode layers = spec.at("layers");
   int64_t output_width = 0;

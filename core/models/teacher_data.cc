@@ -21,15 +21,21 @@ std::vector<double> normals(uint64_t seed, const char* stream, int64_t count, do
 }  // namespace
 
 TeacherData::TeacherData(uint64_t seed, int64_t input_width, int64_t output_width, SequentialLoss loss)
-    : seed_(seed), input_width_(input_width), output_width_(output_width), loss_(loss),
-      w1_(normals(seed, "teacher.w1", kHidden * input_width,
-                  1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(input_width, 1))))),
-      b1_(normals(seed, "teacher.b1", kHidden, 0.5)),
-      w2_(normals(seed, "teacher.w2", output_width * kHidden, 1.0 / std::sqrt(static_cast<double>(kHidden)))) {
+    : seed_(seed), input_width_(input_width), output_width_(output_width), loss_(loss) {
   ZERO3_CHECK(input_width >= 0 && output_width >= 1, "teacher needs output width >= 1");
 }
 
+void TeacherData::draw_weights() const {
+  std::call_once(weights_drawn_, [this] {
+    w1_ = normals(seed_, "teacher.w1", kHidden * input_width_,
+                  1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(input_width_, 1))));
+    b1_ = normals(seed_, "teacher.b1", kHidden, 0.5);
+    w2_ = normals(seed_, "teacher.w2", output_width_ * kHidden, 1.0 / std::sqrt(static_cast<double>(kHidden)));
+  });
+}
+
 std::vector<double> TeacherData::teach(const float* input) const {
+  draw_weights();
   std::vector<double> hidden(static_cast<size_t>(kHidden));
   for (int64_t h = 0; h < kHidden; ++h) {
     double sum = b1_[static_cast<size_t>(h)];
