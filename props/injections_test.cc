@@ -40,6 +40,10 @@ const std::map<std::string, std::set<std::string>>& expected_catchers() {
       {"unused-params-skipped", {"equivalence"}},
       {"missing-gather-wait", {"equivalence"}},
       {"resume-without-optimizer-state", {"checkpoint-round-trip"}},
+      // Exact results either way: the replay's predicted peaks (in flight buffers of prefetches)
+      // or the lifecycle checker's "no gather ahead of its module" sees it, whichever runs first.
+      {"prefetch-silently-off", {"replay-memory", "lifecycle"}},
+      {"never-release", {"lifecycle"}},
       {"placeholder-empty", {"no-silent-failure"}},
       {"placeholder-scalar", {"no-silent-failure"}},
   };

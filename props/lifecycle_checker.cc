@@ -1,8 +1,9 @@
 // Lifecycle invariants checked from outside the engine (see lifecycle_checker.h).
 #include "props/lifecycle_checker.h"
 
+#include <algorithm>
+
 #include "core/nn/module.h"
-#include "props/model_facts.h"
 
 namespace zero3 {
 
@@ -12,10 +13,23 @@ constexpr size_t kViolationsKept = 5;
 
 std::string step_text(int64_t step) { return " at step " + std::to_string(step); }
 
+// Budgets under which the engine's rule (zero3_engine.cc prefetch_after) must prefetch something
+// once the trace is known: nothing in the configuration can stop it, and there is more than one
+// module to gather ahead of.
+bool budgets_allow_prefetch(const ZeroConfig& zero, const ModelFacts& facts) {
+  const auto gathering_modules =
+      std::count_if(facts.module_largest_param.begin(), facts.module_largest_param.end(),
+                    [&](int64_t largest) { return largest > zero.persistence_threshold; });
+  return zero.overlap_comm && zero.leaf_modules.empty() && zero.prefetch_bucket_elements >= facts.total_elements &&
+         zero.max_live_elements >= 2 * facts.total_elements && gathering_modules >= 3;
+}
+
 }  // namespace
 
-LifecycleChecker::LifecycleChecker(const TrainConfig& config, int64_t fetch_unit_elements_max)
-    : config_(config), fetch_unit_elements_max_(fetch_unit_elements_max) {}
+LifecycleChecker::LifecycleChecker(const TrainConfig& config, const ModelFacts& facts)
+    : config_(config),
+      fetch_unit_elements_max_(facts.fetch_unit_elements_max),
+      budgets_allow_prefetch_(budgets_allow_prefetch(config.zero, facts)) {}
 
 void LifecycleChecker::violation(const std::string& message) {
   if (violations_.size() < kViolationsKept) violations_.push_back(message);
@@ -39,6 +53,9 @@ void LifecycleChecker::on_transition(const Parameter& param, ParamStatus from, P
               where);
   }
   status_[id] = to;
+  if (module != "<gather>") note_inflight_seen_by(module);
+  if (to == ParamStatus::inflight) inflight_issuer_[param.id()] = module;
+  if (from == ParamStatus::inflight) inflight_issuer_.erase(param.id());
   // The same rule as the engine's: a parameter of at most persistence_threshold elements persists.
   if (param.numel() > config_.zero.persistence_threshold) {
     if (from == ParamStatus::available) gathered_non_persistent_ -= param.numel();
@@ -49,6 +66,26 @@ void LifecycleChecker::on_transition(const Parameter& param, ParamStatus from, P
                 " became AVAILABLE, above max_live_elements + the largest fetch unit = " + std::to_string(bound));
     }
   }
+}
+
+// A parameter still INFLIGHT while `module` acts, and gathered by another module, was gathered
+// ahead of the module that will wait for it.
+void LifecycleChecker::note_inflight_seen_by(const std::string& module) {
+  for (const auto& [id, issuer] : inflight_issuer_) {
+    if (issuer != module && ahead_this_step_.insert(id).second) ++gathers_seen_ahead_;
+  }
+}
+
+void LifecycleChecker::check_prefetch_happened(const Zero3Engine& engine) {
+  const int64_t invalidations = engine.counters().trace_invalidations - invalidations_before_step_;
+  invalidations_before_step_ = engine.counters().trace_invalidations;
+  const bool seen = !ahead_this_step_.empty();
+  ahead_this_step_.clear();
+  if (steps_done_ == 0 || !budgets_allow_prefetch_ || invalidations > 0 || seen) return;
+  violation("no gather was issued ahead of its module" + step_text(steps_done_) +
+            " although the trace is complete and overlap_comm, the prefetch bucket (" +
+            std::to_string(config_.zero.prefetch_bucket_elements) + ") and the live budget (" +
+            std::to_string(config_.zero.max_live_elements) + ") allow prefetching: prefetch is silently off");
 }
 
 void LifecycleChecker::check_module_released(const Module& module, const Zero3Engine& engine, const char* hook) {
@@ -99,11 +136,13 @@ void LifecycleChecker::check_statuses_and_live(const Zero3Engine& engine, const 
 }
 
 void LifecycleChecker::after_post_forward(const Module& module, const Zero3Engine& engine) {
+  note_inflight_seen_by(module.display_name());
   check_module_released(module, engine, "post-forward");
   check_statuses_and_live(engine, "after the post-forward of '" + module.display_name() + "'" + step_text(steps_done_));
 }
 
 void LifecycleChecker::after_post_backward(const Module& module, const Zero3Engine& engine) {
+  note_inflight_seen_by(module.display_name());
   check_module_released(module, engine, "post-backward");
   check_statuses_and_live(engine,
                           "after the post-backward of '" + module.display_name() + "'" + step_text(steps_done_));
@@ -120,6 +159,7 @@ void LifecycleChecker::after_step(const Zero3Engine& engine) {
     }
   }
   check_statuses_and_live(engine, "after step()" + step_text(steps_done_));
+  check_prefetch_happened(engine);
   ++steps_done_;
 }
 

@@ -350,7 +350,7 @@ RC_GTEST_PROP(LifecycleStateMachine, TheEngineFollowsTheLifecycleModelThroughAny
 TEST(LifecycleStateMachine, FindsAFailingSequenceForEveryLifecycleBug) {
   constexpr int kSequences = 300;
   for (Bug bug : {Bug::external_not_registered, Bug::invalidate_without_wait, Bug::release_while_in_use,
-                  Bug::missing_gather_wait}) {
+                  Bug::missing_gather_wait, Bug::prefetch_silently_off, Bug::never_release}) {
     BugInjections bugs;
     bugs.set(bug);
     rc::detail::TestParams params;

@@ -21,8 +21,15 @@ void external_and_own(const Module& module, bool subtree, std::set<const Paramet
 void visit(const Module& module, const std::vector<std::string>& leaf_modules, ModelFacts& facts,
            std::set<std::string>& candidates) {
   int64_t own = 0;
-  for (const auto& param : module.parameters()) own += param->numel();
-  if (!module.parameters().empty()) facts.module_numels.push_back(own);
+  int64_t largest = 0;
+  for (const auto& param : module.parameters()) {
+    own += param->numel();
+    largest = std::max(largest, param->numel());
+  }
+  if (!module.parameters().empty()) {
+    facts.module_numels.push_back(own);
+    facts.module_largest_param.push_back(largest);
+  }
   if (module.type() == "moe") facts.has_moe = true;
   if (!module.children().empty() && !module.all_parameters().empty()) {
     candidates.insert(module.type());

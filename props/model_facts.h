@@ -18,6 +18,7 @@ namespace zero3 {
 struct ModelFacts {
   std::vector<int64_t> param_numels;   // by parameter id
   std::vector<int64_t> module_numels;  // own parameter elements of each module that owns any
+  std::vector<int64_t> module_largest_param;  // the largest own parameter of each of those modules
   int64_t total_elements = 0;
   bool has_moe = false;
   // Module types and dotted names that have parameters below them: candidates for leaf_modules.

@@ -155,7 +155,7 @@ Verdict check_lifecycle(const FuzzCase& fuzz_case) {
   // Called on each rank's fiber; the fibers share one thread, so filling the vector is safe.
   options.observer_for_rank = [&](int rank) {
     auto& checker = checkers[static_cast<size_t>(rank)];
-    checker = std::make_unique<LifecycleChecker>(fuzz_case.config, facts.fetch_unit_elements_max);
+    checker = std::make_unique<LifecycleChecker>(fuzz_case.config, facts);
     return checker.get();
   };
   const DistributedRunResult result = run_distributed(options);

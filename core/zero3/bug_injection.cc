@@ -24,6 +24,8 @@ constexpr BugInfo kBugs[] = {
     {"unused-params-skipped", "parameters without a gradient on this rank (unrouted experts) skip reduce-scatter"},
     {"missing-gather-wait", "a gathered parameter is used without waiting for its all-gather"},
     {"resume-without-optimizer-state", "a resumed run restores master weights but zeroes the AdamW moments"},
+    {"prefetch-silently-off", "no gather is issued ahead of its module although overlap_comm and the budgets allow"},
+    {"never-release", "gathered parameters are not released after their module's post-forward/post-backward"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

@@ -42,6 +42,13 @@ enum class Bug : uint8_t {
   // A resumed run restores the master weights but restarts the AdamW moments from zero, as when
   // a sharded checkpoint is loaded without its optimizer state because the world size changed.
   resume_without_optimizer_state,
+  // Prefetch never runs although overlap_comm and the budgets ask for it, as when DeepSpeed's
+  // fetch trace is invalidated every step: results stay exact, every module waits for its own
+  // gather, the overlap is silently lost.
+  prefetch_silently_off,
+  // Parameters are never released after their module's post-forward or post-backward (a release
+  // hook that does not fire): results stay exact, gathered memory grows to the whole model.
+  never_release,
   count_,
 };
 

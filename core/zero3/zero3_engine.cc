@@ -219,7 +219,7 @@ void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamSta
 }
 
 void Zero3Engine::prefetch_after(Module& module) {
-  if (!config_.zero.overlap_comm) return;
+  if (!config_.zero.overlap_comm || bugs_.on(Bug::prefetch_silently_off)) return;
   int64_t budget = config_.zero.prefetch_bucket_elements;
   int64_t inflight = 0;
   for (const auto& pending : pending_) inflight += pending->layout.block_numel() * comm_.world();
@@ -273,6 +273,7 @@ void Zero3Engine::release(Context& ctx, ParamState& state, Module& module) {
 }
 
 void Zero3Engine::release_unused_after(Context& ctx, Module& module, const std::vector<ParamState*>& params) {
+  if (bugs_.on(Bug::never_release)) return;
   std::vector<int64_t> numel_by_id;
   for (const auto& state : states_) numel_by_id.push_back(state->numel);
   for (ParamState* state : params) {
