@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/errors.h"
+#include "core/base/json_reader.h"
 #include "core/models/model_zoo.h"
 
 namespace zero3 {
@@ -140,6 +141,36 @@ TEST(ModelSpec, ErrorsFromAFileNameTheFile) {
     expect_mentions(error.what(), {path.string(), "JSON"});
   }
   std::filesystem::remove(path);
+}
+
+// Sizes whose element counts would overflow 64 bits are refused at the spec (tools/input_fuzz.py
+// found `inspect` printing a wrapped-around total and UBSan the signed overflow behind it).
+TEST(ModelSpec, SizesPastWhatSixtyFourBitsCountAreRefusedAtTheirPath) {
+  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "gpt", "vocab": 8, "context": 4, "layers": 1,
+                                 "heads": 2, "width": 1073741824})"),
+                  {"specs/bad.json", "/width", "up to 1048576"});
+  expect_mentions(spec_error(sequential(R"([{"type": "scale", "shape": [2147483647, 2147483647, 2147483647]}])")),
+                  {"specs/bad.json", "/layers/0/shape", "at most 2^48 elements"});
+  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 2097152, "loss": "mse",
+                                 "layers": [{"type": "linear", "out": 1}]})"),
+                  {"specs/bad.json", "/input_width", "up to 1048576"});
+  // 2^20 widths, 4096 experts of 2^31 - 1 hidden units: each shape fits, the model does not.
+  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 1048576, "loss": "mse",
+                                 "layers": [{"type": "moe", "experts": 4096, "hidden": 2147483647}]})"),
+                  {"specs/bad.json", "at /", "at most 2^50 parameter elements"});
+}
+
+// A file of 100,000 nested arrays used to overflow the stack (nlohmann's dump and destructor
+// recurse); now it is an InputError naming where the nesting passed the bound.
+TEST(ModelSpec, NestingPastTheBoundIsAnInputErrorNamingThePath) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  try {
+    parse_json_text(R"({"zero3_model_spec": 1, "layers": [)" + deep + "]}", "specs/deep.json");
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& error) {
+    expect_mentions(error.what(), {"specs/deep.json", "at /layers/0/0/0", "at most 100 nested"});
+  }
+  EXPECT_NO_THROW(parse_json_text(std::string(100, '[') + std::string(100, ']'), "specs/ok.json"));
 }
 
 TEST(ModelSpec, UnknownNameListsTheBuiltins) {
