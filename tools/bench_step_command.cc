@@ -1,11 +1,16 @@
 // `zero3 bench step`: the ZeRO-3 engine's step time over two DDP baselines, all on the same simulated
 // ranks, model and data, measured in the same run: the exact DDP oracle (one all-reduce per
 // parameter) and DDP with PyTorch's bucketed all-reduce (the fair baseline, which the target judges).
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
@@ -29,6 +34,10 @@ struct BenchStepFlags {
   std::string report_path;
   std::string device = "cpu";
   int64_t ddp_bucket_mib = 25;  // PyTorch DDP's bucket_cap_mb default
+  std::string against;          // "torch": tools/bench_against_torch.py instead
+  std::string threads = "1,2";
+  bool model_given = false;
+  bool steps_given = false;
 };
 
 struct Engine {
@@ -116,6 +125,27 @@ void run_bench_step(const BenchStepFlags& flags) {
   if (!flags.report_path.empty()) write_report(flags, best);
 }
 
+// zero3 --backend ref against PyTorch is measured by tools/bench_against_torch.py (PyTorch lives in
+// Python); the process becomes that script, which times this same binary.
+[[noreturn]] void run_against_torch(const BenchStepFlags& flags) {
+  const std::string script = std::string(ZERO3_SOURCE_DIR) + "/tools/bench_against_torch.py";
+  std::vector<std::string> args = {ZERO3_TORCH_PYTHON, script, "/proc/self/exe", "--python", ZERO3_TORCH_PYTHON,
+                                   "--threads", flags.threads, "--rounds", std::to_string(flags.rounds)};
+  if (flags.model_given) args.insert(args.end(), {"--models", flags.model});
+  if (flags.steps_given) args.insert(args.end(), {"--steps", std::to_string(flags.steps)});
+  if (!flags.report_path.empty()) args.insert(args.end(), {"--report", flags.report_path});
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length > 0) args[2] = std::string(self, static_cast<size_t>(length));
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  execv(argv[0], argv.data());
+  throw BackendError(std::string("bench step --against torch: cannot run ") + ZERO3_TORCH_PYTHON + ": " +
+                     std::strerror(errno) + " (it needs Debian's python3-torch: apt-get install python3-torch)");
+}
+
 }  // namespace
 
 void add_bench_step_command(CLI::App& bench_app) {
@@ -145,7 +175,23 @@ void add_bench_step_command(CLI::App& bench_app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   command->add_option("--report", flags->report_path, "write the figures as JSON here (atomically)");
-  command->callback([flags] { run_bench_step(*flags); });
+  command
+      ->add_option("--against", flags->against,
+                   "torch: instead, zero3 --backend ref against PyTorch on the same shapes (gpt-tiny, gpt-3m, "
+                   "gpt-19m, mlp-tiny, or --model), interleaved rounds, ms/step by difference of N and 2N steps, "
+                   "zero3/torch per thread count (tools/bench_against_torch.py)")
+      ->check(CLI::IsMember({"torch"}));
+  command->add_option("--threads", flags->threads, "--against torch: OpenBLAS thread counts, comma-separated")
+      ->capture_default_str();
+  command->callback([command, flags] {
+    if (!flags->against.empty()) {
+      flags->model_given = command->count("--model") > 0;
+      flags->steps_given = command->count("--steps") > 0;
+      run_against_torch(*flags);
+    }
+    if (command->count("--threads") > 0) throw InputError("--threads is for --against torch only");
+    run_bench_step(*flags);
+  });
 }
 
 }  // namespace zero3
