@@ -3,7 +3,10 @@
 model shapes, micro-batch, optimizer (AdamW, clipping at 1.0) and thread count, measured in one
 run: rounds interleaved (zero3, torch, zero3, torch, ...), and each side's step time taken by
 difference, (time of 2N steps - time of N steps) / N, so that start-up, model build and the first
-steps' page faults cancel. The fastest round counts. torch runs at one intra-op thread with
+steps' page faults cancel. N starts at --steps and grows until N steps take at least --min-seconds
+(a few steps of a tiny model are shorter than the machine's noise); t(N) and t(2N) are each the
+fastest of the rounds. A difference that still comes out at or below zero is rerun, and after a
+few tries is an error (exit 1), never a printed figure. torch runs at one intra-op thread with
 OpenBLAS at the thread count under test, as zero3 does (torch's own pool fights OpenBLAS on small
 machines), so both do their GEMMs in the same library with the same threads.
 
@@ -133,6 +136,33 @@ def torch_seconds(python, name, steps, threads):
     return float(result.stdout.strip().splitlines()[-1])
 
 
+def calibrated_steps(run, steps, min_seconds):
+    """N from `steps` up, so that N steps take at least min_seconds."""
+    for _ in range(12):
+        seconds = run(steps)
+        if seconds >= min_seconds:
+            return steps
+        steps = max(steps + 1, int(steps * 1.25 * min_seconds / max(seconds, 1e-6)))
+    return steps
+
+
+def step_seconds(runners, steps, rounds, name, tries=4):
+    """Seconds per step of each side: the fastest t(2N) minus the fastest t(N), over N, rounds
+    interleaved across the sides. Noise larger than the step time is rerun, then an error."""
+    for _ in range(tries):
+        fastest = {(side, n): float("inf") for side in runners for n in (steps[side], 2 * steps[side])}
+        for _ in range(rounds):
+            for side, run in runners.items():
+                for n in (steps[side], 2 * steps[side]):
+                    fastest[(side, n)] = min(fastest[(side, n)], run(n))
+        per_step = {side: (fastest[(side, 2 * steps[side])] - fastest[(side, steps[side])]) / steps[side]
+                    for side in runners}
+        if min(per_step.values()) > 0:
+            return per_step
+    sys.exit(f"bench_against_torch: {name}: t(2N) - t(N) stayed at or below zero in {tries} tries "
+             f"({per_step}); the machine is too noisy for these step counts: raise --min-seconds")
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # a usage error is exit 1 in zero3, not argparse's 2
         self.print_usage(sys.stderr)
@@ -145,33 +175,36 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3", help="an interpreter with torch (Debian's)")
     parser.add_argument("--models", default="gpt-tiny,gpt-3m,gpt-19m,mlp-tiny", help=f"from {', '.join(MODELS)}")
     parser.add_argument("--threads", default="1,2", help="OpenBLAS thread counts, comma-separated")
-    parser.add_argument("--steps", type=int, default=0, help="N (timed N and 2N steps); default by model size")
+    parser.add_argument("--steps", type=int, default=0, help="the smallest N (timed N and 2N steps); default by model")
+    parser.add_argument("--min-seconds", type=float, default=0.25, help="N grows until N steps take this long")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--report", help="write the figures as JSON here")
     args = parser.parse_args()
     models = args.models.split(",")
     unknown = [name for name in models if name not in MODELS]
-    if unknown or args.rounds < 1 or args.steps < 0:
-        parser.error(f"unknown model {unknown} (known: {', '.join(MODELS)})" if unknown else "--rounds >= 1")
+    if unknown:
+        parser.error(f"unknown model {unknown} (known: {', '.join(MODELS)})")
+    if args.rounds < 1 or args.steps < 0 or not args.min_seconds > 0:
+        parser.error("want --rounds >= 1, --steps >= 0 and --min-seconds > 0")
     threads = [int(t) for t in args.threads.split(",")]
     default_steps = {"gpt-tiny": 40, "mlp-tiny": 200, "gpt-3m": 8, "gpt-19m": 3}
     print(f"bench step --against torch: micro-batch {MICRO_BATCH}, rounds {args.rounds} interleaved, "
-          f"step time = (t(2N) - t(N)) / N, fastest round; torch {args.python}", flush=True)
+          f"step time = (t(2N) - t(N)) / N with N steps >= {args.min_seconds} s, fastest round; "
+          f"torch {args.python}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for name in models:
             model = model_spec_argument(name, work)
-            steps = args.steps or default_steps[name]
             for thread_count in threads:
-                best = {"zero3": float("inf"), "torch": float("inf")}
-                for _ in range(args.rounds):
-                    for side in ("zero3", "torch"):
-                        run = (lambda n: zero3_seconds(args.zero3, model, n, thread_count)) if side == "zero3" else \
-                              (lambda n: torch_seconds(args.python, name, n, thread_count))
-                        per_step = (run(2 * steps) - run(steps)) / steps
-                        best[side] = min(best[side], per_step)
-                row = {"model": name, "threads": thread_count, "steps": steps, "zero3_ms": 1e3 * best["zero3"],
-                       "torch_ms": 1e3 * best["torch"], "ratio_zero3_over_torch": best["zero3"] / best["torch"]}
+                runners = {"zero3": lambda n: zero3_seconds(args.zero3, model, n, thread_count),
+                           "torch": lambda n: torch_seconds(args.python, name, n, thread_count)}
+                steps = {side: calibrated_steps(run, args.steps or default_steps[name], args.min_seconds)
+                         for side, run in runners.items()}
+                per_step = step_seconds(runners, steps, args.rounds, name)
+                row = {"model": name, "threads": thread_count, "zero3_steps": steps["zero3"],
+                       "torch_steps": steps["torch"], "zero3_ms": 1e3 * per_step["zero3"],
+                       "torch_ms": 1e3 * per_step["torch"],
+                       "ratio_zero3_over_torch": per_step["zero3"] / per_step["torch"]}
                 rows.append(row)
                 print(f"{name:9} threads {thread_count}: zero3 {row['zero3_ms']:9.3f} ms/step  torch "
                       f"{row['torch_ms']:9.3f} ms/step  zero3/torch {row['ratio_zero3_over_torch']:.3f}", flush=True)
