@@ -14,9 +14,21 @@ namespace {
 // only kernels and the simulated communicator, which run "on the device", address it.
 class OpaqueArena final : public DeviceMemory {
  public:
-  void* allocate(Device device, int64_t bytes) override {
+  void* allocate(Device device, int64_t bytes) override { return account(device, bytes, true); }
+  void* allocate_uninitialized(Device device, int64_t bytes) override { return account(device, bytes, false); }
+
+  void free(Device, void* bytes, int64_t size) override {
+    if (bytes == nullptr) return;
+    free_host_bytes(bytes, size);
+    stats_.live_bytes -= size;
+  }
+
+  const OpaqueArenaStats& stats() const { return stats_; }
+
+ private:
+  void* account(Device device, int64_t bytes, bool zeroed) {
     ZERO3_CHECK(device.kind == DeviceKind::opaque, "opaque arena asked for " + device_name(device));
-    void* memory = allocate_zeroed_host_bytes(bytes, device);
+    void* memory = zeroed ? allocate_zeroed_host_bytes(bytes, device) : allocate_uninitialized_host_bytes(bytes, device);
     if (memory == nullptr) return nullptr;
     stats_.live_bytes += bytes;
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
@@ -24,15 +36,6 @@ class OpaqueArena final : public DeviceMemory {
     return memory;
   }
 
-  void free(Device, void* bytes, int64_t size) override {
-    if (bytes == nullptr) return;
-    free_host_bytes(bytes);
-    stats_.live_bytes -= size;
-  }
-
-  const OpaqueArenaStats& stats() const { return stats_; }
-
- private:
   OpaqueArenaStats stats_;
 };
 

@@ -37,13 +37,23 @@ void Var::accumulate_grad(Context& ctx, const Tensor& gradient) {
     throw ShapeError("gradient " + describe(gradient) + " does not match value " + describe(node_->value));
   }
   if (!node_->grad.defined()) {
-    node_->grad = cast(ctx.kernels(), gradient, gradient.dtype());
+    node_->grad = gradient;
+    node_->grad_borrowed = true;
     return;
   }
   // Shape-only (meta) backward: a sum of gradients has the value's shape and no data to add, and
   // kernels never see meta tensors.
   if (node_->grad.is_meta() || gradient.is_meta()) {
     node_->grad = Tensor::meta(node_->value.shape(), node_->grad.dtype());
+    return;
+  }
+  if (node_->grad_borrowed) {
+    // Into a tensor of our own: the borrowed one may be another node's gradient too. The same
+    // sum, element by element, as add_into computes.
+    Tensor sum = device_uninitialized(ctx.kernels(), node_->grad.shape(), node_->grad.dtype());
+    ctx.kernels().binary(BinaryOp::add, node_->grad, gradient, sum);
+    node_->grad = sum;
+    node_->grad_borrowed = false;
     return;
   }
   ctx.kernels().add_into(node_->grad, gradient);

@@ -26,6 +26,9 @@ struct VarNode {
   Tensor value;
   Tensor grad;  // undefined until some gradient flows in
   bool requires_grad = false;
+  // The first gradient is taken as it is, not copied; it may be shared (an add hands one tensor
+  // to both operands), so while borrowed it is never added into in place.
+  bool grad_borrowed = false;
 };
 
 // A handle to a value in the autograd graph. Copies share the node.

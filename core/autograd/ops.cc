@@ -35,6 +35,10 @@ void check_inputs_unchanged(const char* op, const std::vector<Var>& inputs, cons
 DType promote(DType a, DType b) { return a == DType::bf16 && b == DType::bf16 ? DType::bf16 : DType::f32; }
 
 Tensor make_output(Context& ctx, const Shape& shape, DType dtype, bool meta) {
+  return Tensor::uninitialized(shape, dtype, meta ? Device::meta : ctx.kernels().device());
+}
+
+Tensor make_zeroed_output(Context& ctx, const Shape& shape, DType dtype, bool meta) {
   return Tensor::zeros(shape, dtype, meta ? Device::meta : ctx.kernels().device());
 }
 
@@ -70,7 +74,7 @@ Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value
 
 Tensor reduce_to(Context& ctx, const Tensor& grad, const Tensor& input) {
   if (grad.shape() == input.shape() && grad.dtype() == input.dtype()) return grad;
-  Tensor out = device_zeros(ctx.kernels(), input.shape(), input.dtype());
+  Tensor out = device_uninitialized(ctx.kernels(), input.shape(), input.dtype());
   ctx.kernels().sum_to_shape(grad, out);
   return out;
 }

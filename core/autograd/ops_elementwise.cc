@@ -13,13 +13,13 @@ namespace {
 Tensor binary_grad(Context& ctx, BinaryOp kind, bool is_b, const Tensor& grad, const Tensor& operand,
                    const Tensor& other) {
   if (kind == BinaryOp::mul) {
-    Tensor product = device_zeros(ctx.kernels(), grad.shape(), promote(grad.dtype(), other.dtype()));
+    Tensor product = device_uninitialized(ctx.kernels(), grad.shape(), promote(grad.dtype(), other.dtype()));
     ctx.kernels().binary(BinaryOp::mul, grad, other, product);
     return reduce_to(ctx, product, operand);
   }
   Tensor reduced = reduce_to(ctx, grad, operand);
   if (kind == BinaryOp::add || !is_b) return reduced;
-  Tensor negated = device_zeros(ctx.kernels(), operand.shape(), operand.dtype());
+  Tensor negated = device_uninitialized(ctx.kernels(), operand.shape(), operand.dtype());
   ctx.kernels().scale(reduced, -1.0f, negated);
   return negated;
 }
@@ -47,7 +47,7 @@ Var unary_op(Context& ctx, UnaryOp kind, const char* name, const Var& x) {
   Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().unary(kind, x.value(), out);
   return record(ctx, name, {x}, out, [kind, x](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().unary_backward(kind, x.value(), grad, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -64,7 +64,7 @@ Var scale(Context& ctx, const Var& x, float factor) {
   Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().scale(x.value(), factor, out);
   return record(ctx, "scale", {x}, out, [x, factor](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().scale(grad, factor, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -78,7 +78,7 @@ Var to_bf16(Context& ctx, const Var& x) {
   Tensor out = make_output(ctx, x.shape(), DType::bf16, x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().copy(x.value(), out);
   return record(ctx, "to_bf16", {x}, out, [x](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().copy(grad, grad_x);
     add_grad(c, x, grad_x);
   });

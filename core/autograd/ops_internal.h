@@ -16,8 +16,11 @@ using Backward = std::function<void(Context&, const Tensor& grad_output)>;
 // PyTorch promotion for the two float types: bf16 only when every operand is bf16.
 DType promote(DType a, DType b);
 
-// A zeroed output on the context's device (meta when the op's inputs are meta).
+// An op's output on the context's device (meta when the op's inputs are meta), uninitialised:
+// the op's kernel writes every element. An op whose kernel adds into its output (a name ending
+// in `_into`) takes make_zeroed_output instead.
 Tensor make_output(Context& ctx, const Shape& shape, DType dtype, bool meta);
+Tensor make_zeroed_output(Context& ctx, const Shape& shape, DType dtype, bool meta);
 
 void require_defined(const char* op, const Var& var, const char* what);
 

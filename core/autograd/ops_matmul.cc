@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/base/errors.h"
 #include "core/autograd/ops_internal.h"
@@ -39,10 +40,13 @@ MatmulPlan plan_matmul(const Shape& a, const Shape& b) {
   return plan;
 }
 
-// out [rows, out_features] gets `bias` in every row, as ones[rows, 1] @ bias[1, out_features].
+// out [rows, out_features] gets `bias` in every row: one segment copy per row (what a GEMM of
+// ones[rows, 1] by bias[1, out_features] computes, exactly, without the GEMM).
 void fill_rows_with_bias(Context& ctx, const Tensor& bias, int64_t rows, Tensor& out) {
-  const Tensor ones = device_full(ctx.kernels(), {rows, 1}, 1.0f);
-  ctx.kernels().matmul(ones, false, bias, false, out, 1, rows, bias.numel(), 1, true, 0.0f);
+  const int64_t width = bias.numel();
+  std::vector<CopySegment> rows_of_bias(static_cast<size_t>(rows));
+  for (int64_t row = 0; row < rows; ++row) rows_of_bias[row] = {.from = 0, .to = row * width, .count = width};
+  ctx.kernels().copy_segments(bias, out, rows_of_bias);
 }
 
 void check_linear_shapes(const Shape& xs, const Shape& ws, const Var& bias) {
@@ -68,12 +72,12 @@ Var matmul(Context& ctx, const Var& a, const Var& b) {
   }
   return record(ctx, "matmul", {a, b}, out, [a, b, p](Context& c, const Tensor& grad) {
     if (a.requires_grad()) {
-      Tensor grad_a = device_zeros(c.kernels(), a.shape(), a.value().dtype());
+      Tensor grad_a = device_uninitialized(c.kernels(), a.shape(), a.value().dtype());
       c.kernels().matmul(grad, false, b.value(), true, grad_a, p.batch, p.m, p.k, p.n, p.b_shared, 0.0f);
       add_grad(c, a, grad_a);
     }
     if (b.requires_grad()) {
-      Tensor grad_b = device_zeros(c.kernels(), b.shape(), b.value().dtype());
+      Tensor grad_b = device_uninitialized(c.kernels(), b.shape(), b.value().dtype());
       // A shared b collects the gradient of every batch: one GEMM over the flattened batch.
       if (p.b_shared) c.kernels().matmul(a.value(), true, grad, false, grad_b, 1, p.k, p.n, p.batch * p.m, true, 0.0f);
       else c.kernels().matmul(a.value(), true, grad, false, grad_b, p.batch, p.k, p.n, p.m, false, 0.0f);
@@ -110,12 +114,12 @@ Var linear(Context& ctx, const Var& x, const Var& weight, const Var& bias) {
   if (has_bias) inputs.push_back(bias);
   auto linear_backward = [x, weight, bias, rows, in_features, out_features](Context& c, const Tensor& grad) {
     if (x.requires_grad()) {
-      Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+      Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
       c.kernels().matmul(grad, false, weight.value(), false, grad_x, 1, rows, in_features, out_features, true, 0.0f);
       add_grad(c, x, grad_x);
     }
     if (weight.requires_grad()) {
-      Tensor grad_w = device_zeros(c.kernels(), weight.shape(), weight.value().dtype());
+      Tensor grad_w = device_uninitialized(c.kernels(), weight.shape(), weight.value().dtype());
       c.kernels().matmul(grad, true, x.value(), false, grad_w, 1, out_features, in_features, rows, true, 0.0f);
       add_grad(c, weight, grad_w);
     }

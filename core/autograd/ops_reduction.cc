@@ -13,7 +13,7 @@ Var sum(Context& ctx, const Var& x) {
   Tensor out = make_output(ctx, {}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().sum_all(x.value(), out);
   return record(ctx, "sum", {x}, out, [x](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().fill_from_scalar(grad_x, grad, 1.0f, 1.0f);
     add_grad(c, x, grad_x);
   });
@@ -25,12 +25,12 @@ Var mean(Context& ctx, const Var& x) {
   const auto count = static_cast<float>(x.value().numel());
   Tensor out = make_output(ctx, {}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) {
-    Tensor total = device_zeros(ctx.kernels(), {});  // f32, so a bf16 mean is rounded once
+    Tensor total = device_uninitialized(ctx.kernels(), {});  // f32, so a bf16 mean is rounded once
     ctx.kernels().sum_all(x.value(), total);
     ctx.kernels().scale(total, 1.0f / count, out);
   }
   return record(ctx, "mean", {x}, out, [x, count](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().fill_from_scalar(grad_x, grad, 1.0f, count);
     add_grad(c, x, grad_x);
   });
@@ -52,7 +52,7 @@ Var cross_entropy(Context& ctx, const Var& logits, const Tensor& targets) {
   if (!meta) ctx.kernels().cross_entropy_forward(logits.value(), resident_targets, loss, probs);
   return record(ctx, "cross_entropy", {logits}, loss,
                 [logits, targets = resident_targets, probs](Context& c, const Tensor& grad) {
-    Tensor grad_logits = device_zeros(c.kernels(), logits.shape(), logits.value().dtype());
+    Tensor grad_logits = device_uninitialized(c.kernels(), logits.shape(), logits.value().dtype());
     c.kernels().cross_entropy_backward(probs, targets, grad, grad_logits);
     add_grad(c, logits, grad_logits);
   });
@@ -70,7 +70,7 @@ Var mse(Context& ctx, const Var& pred, const Tensor& target) {
   const bool meta = pred.value().is_meta() || target.is_meta();
   Tensor loss = make_output(ctx, {}, promote(pred.value().dtype(), target.dtype()), meta);
   const auto difference = [target = ctx.kernels().to_device(target)](Context& c, const Tensor& p) {
-    Tensor diff = device_zeros(c.kernels(), p.shape());
+    Tensor diff = device_uninitialized(c.kernels(), p.shape());
     c.kernels().binary(BinaryOp::sub, p, target, diff);
     return diff;
   };
@@ -82,7 +82,7 @@ Var mse(Context& ctx, const Var& pred, const Tensor& target) {
     ctx.kernels().copy(total, loss);
   }
   return record(ctx, "mse", {pred}, loss, [pred, difference, count](Context& c, const Tensor& grad) {
-    Tensor grad_pred = device_zeros(c.kernels(), pred.shape(), pred.value().dtype());
+    Tensor grad_pred = device_uninitialized(c.kernels(), pred.shape(), pred.value().dtype());
     c.kernels().scale_by_scalar(difference(c, pred.value()), grad, 2.0f, count, grad_pred);
     add_grad(c, pred, grad_pred);
   });

@@ -72,7 +72,7 @@ Var transpose(Context& ctx, const Var& x, int64_t dim0, int64_t dim1) {
   if (!out.is_meta()) ctx.kernels().permute(x.value(), perm, out);
   // A swap of two dims is its own inverse, so backward applies the same permutation.
   return record(ctx, "transpose", {x}, out, [x, perm](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().permute(grad, perm, grad_x);
     add_grad(c, x, grad_x);
   });
@@ -116,7 +116,7 @@ Var concat(Context& ctx, const std::vector<Var>& parts, int64_t dim) {
     dtype = promote(dtype, part.value().dtype());
     meta = meta || part.value().is_meta();
   }
-  Tensor out = make_output(ctx, out_shape, dtype, meta);
+  Tensor out = make_zeroed_output(ctx, out_shape, dtype, meta);
   int64_t offset = 0;
   for (const Var& part : parts) {
     if (!meta) ctx.kernels().slice_backward_into(part.value(), d, offset, out);
@@ -125,7 +125,7 @@ Var concat(Context& ctx, const std::vector<Var>& parts, int64_t dim) {
   return record(ctx, "concat", parts, out, [parts, d](Context& c, const Tensor& grad) {
     int64_t start = 0;
     for (const Var& part : parts) {
-      Tensor grad_part = device_zeros(c.kernels(), part.shape(), part.value().dtype());
+      Tensor grad_part = device_uninitialized(c.kernels(), part.shape(), part.value().dtype());
       c.kernels().slice(grad, d, start, grad_part);
       add_grad(c, part, grad_part);
       start += part.shape()[d];
@@ -157,10 +157,10 @@ Var scatter_rows(Context& ctx, const Var& rows_values, const std::vector<int64_t
   if (std::set<int64_t>(rows.begin(), rows.end()).size() != rows.size()) {
     throw ShapeError("scatter_rows: row indices are not unique");
   }
-  Tensor out = make_output(ctx, {n_rows, vs[1]}, rows_values.value().dtype(), rows_values.value().is_meta());
+  Tensor out = make_zeroed_output(ctx, {n_rows, vs[1]}, rows_values.value().dtype(), rows_values.value().is_meta());
   if (!out.is_meta()) ctx.kernels().select_rows_backward_into(rows_values.value(), rows, out);
   return record(ctx, "scatter_rows", {rows_values}, out, [rows_values, rows](Context& c, const Tensor& grad) {
-    Tensor grad_values = device_zeros(c.kernels(), rows_values.shape(), rows_values.value().dtype());
+    Tensor grad_values = device_uninitialized(c.kernels(), rows_values.shape(), rows_values.value().dtype());
     c.kernels().select_rows(grad, rows, grad_values);
     add_grad(c, rows_values, grad_values);
   });

@@ -26,9 +26,9 @@ Var layer_norm(Context& ctx, const Var& x, const Var& gamma, const Var& beta, fl
   Tensor rstd = make_output(ctx, {rows}, DType::f32, meta);
   if (!meta) ctx.kernels().layer_norm_forward(x.value(), gamma.value(), beta.value(), eps, out, mean, rstd);
   return record(ctx, "layer_norm", {x, gamma, beta}, out, [x, gamma, beta, mean, rstd](Context& c, const Tensor& grad) {
-    Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
-    Tensor grad_gamma = device_zeros(c.kernels(), gamma.shape(), gamma.value().dtype());
-    Tensor grad_beta = device_zeros(c.kernels(), beta.shape(), beta.value().dtype());
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_gamma = device_uninitialized(c.kernels(), gamma.shape(), gamma.value().dtype());
+    Tensor grad_beta = device_uninitialized(c.kernels(), beta.shape(), beta.value().dtype());
     c.kernels().layer_norm_backward(x.value(), gamma.value(), mean, rstd, grad, grad_x, grad_gamma, grad_beta);
     add_grad(c, x, grad_x);
     add_grad(c, gamma, grad_gamma);
@@ -63,7 +63,7 @@ Var causal_softmax(Context& ctx, const Var& scores) {
   if (!out.is_meta()) ctx.kernels().causal_softmax_forward(scores.value(), out);
   // The probabilities are a saved intermediate, not a parameter, so backward may capture them.
   return record(ctx, "causal_softmax", {scores}, out, [scores, out](Context& c, const Tensor& grad) {
-    Tensor grad_scores = device_zeros(c.kernels(), scores.shape(), scores.value().dtype());
+    Tensor grad_scores = device_uninitialized(c.kernels(), scores.shape(), scores.value().dtype());
     c.kernels().causal_softmax_backward(out, grad, grad_scores);
     add_grad(c, scores, grad_scores);
   });

@@ -6,13 +6,11 @@
 #include <vector>
 
 #include "core/tensor/cpu_kernels_internal.h"
+#include "core/tensor/element_math.h"
 #include "core/base/errors.h"
 
 namespace zero3 {
 namespace {
-
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
 
 // Strides of `shape` seen from the rank of `target`: leading missing dims and size-1 dims get
 // stride 0, so one index walk over `target` reads the broadcast operand.
@@ -65,18 +63,6 @@ void binary_loop(F f, const Tensor& a, const float* pa, const Tensor& b, const f
   }
 }
 
-float gelu_value(float x) {
-  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + std::tanh(inner));
-}
-
-float gelu_derivative(float x) {
-  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float t = std::tanh(inner);
-  const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
-}
-
 void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
   std::vector<double> totals(static_cast<size_t>(cols), 0.0);
   for (int64_t row = 0; row < in_numel; row += cols) {
@@ -126,22 +112,33 @@ void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
   }
 }
 
+// One loop per op, the op chosen outside it, so each loop vectorises (element_math.h).
 void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
   ZERO3_CHECK(in.numel() == out.numel(), "unary " + describe(in) + " -> " + describe(out));
-  const FloatsIn pi = read(in);
-  FloatsOut po = write(out);
-  for (int64_t i = 0; i < in.numel(); ++i) {
-    po[i] = op == UnaryOp::gelu ? gelu_value(pi[i]) : std::max(pi[i], 0.0f);
+  const FloatsIn input = read(in);
+  FloatsOut output = write(out);
+  const float* pi = input.get();
+  float* po = output.get();
+  const int64_t n = in.numel();
+  if (op == UnaryOp::gelu) {
+    for (int64_t i = 0; i < n; ++i) po[i] = element_math::gelu(pi[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
   }
 }
 
 void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
   ZERO3_CHECK(in.numel() == grad_out.numel() && in.numel() == grad_in.numel(), "unary_backward sizes");
-  const FloatsIn pi = read(in), pg = read(grad_out);
-  FloatsOut po = write(grad_in);
-  for (int64_t i = 0; i < in.numel(); ++i) {
-    const float slope = op == UnaryOp::gelu ? gelu_derivative(pi[i]) : (pi[i] > 0.0f ? 1.0f : 0.0f);
-    po[i] = slope * pg[i];
+  const FloatsIn input = read(in), upstream = read(grad_out);
+  FloatsOut output = write(grad_in);
+  const float* pi = input.get();
+  const float* pg = upstream.get();
+  float* po = output.get();
+  const int64_t n = in.numel();
+  if (op == UnaryOp::gelu) {
+    for (int64_t i = 0; i < n; ++i) po[i] = element_math::gelu_derivative(pi[i]) * pg[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
   }
 }
 

@@ -76,16 +76,15 @@ void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
   const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
   const FloatsIn ps = read(scores);
   FloatsOut po = write(out);
+  std::vector<double> exps(static_cast<size_t>(steps));  // each exponential computed once
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
     const float* s = ps.get() + r * steps;
     float* p = po.get() + r * steps;
     const float row_max = *std::max_element(s, s + visible);
     double denominator = 0.0;
-    for (int64_t j = 0; j < visible; ++j) denominator += std::exp(static_cast<double>(s[j]) - row_max);
-    for (int64_t j = 0; j < visible; ++j) {
-      p[j] = static_cast<float>(std::exp(static_cast<double>(s[j]) - row_max) / denominator);
-    }
+    for (int64_t j = 0; j < visible; ++j) denominator += exps[j] = std::exp(static_cast<double>(s[j]) - row_max);
+    for (int64_t j = 0; j < visible; ++j) p[j] = static_cast<float>(exps[j] / denominator);
     std::fill(p + visible, p + steps, 0.0f);
   }
 }
@@ -115,15 +114,14 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
   double total = 0.0;
   const FloatsIn pl = read(logits), pt = read(targets);
   FloatsOut pp = write(probs), ploss = write(loss);
+  std::vector<double> exps(static_cast<size_t>(vocab));  // each exponential computed once
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = pl.get() + r * vocab;
     float* p = pp.get() + r * vocab;
     const float row_max = *std::max_element(row, row + vocab);
     double denominator = 0.0;
-    for (int64_t v = 0; v < vocab; ++v) denominator += std::exp(static_cast<double>(row[v]) - row_max);
-    for (int64_t v = 0; v < vocab; ++v) {
-      p[v] = static_cast<float>(std::exp(static_cast<double>(row[v]) - row_max) / denominator);
-    }
+    for (int64_t v = 0; v < vocab; ++v) denominator += exps[v] = std::exp(static_cast<double>(row[v]) - row_max);
+    for (int64_t v = 0; v < vocab; ++v) p[v] = static_cast<float>(exps[v] / denominator);
     const int64_t target = checked_row(pt[r], vocab);
     total += std::log(denominator) + row_max - row[target];
   }

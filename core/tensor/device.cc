@@ -7,6 +7,7 @@
 #include <new>
 
 #include "core/base/errors.h"
+#include "core/tensor/host_block_cache.h"
 
 namespace zero3 {
 namespace {
@@ -15,7 +16,10 @@ namespace {
 class HostMemory final : public DeviceMemory {
  public:
   void* allocate(Device device, int64_t bytes) override { return allocate_zeroed_host_bytes(bytes, device); }
-  void free(Device, void* bytes, int64_t) override { free_host_bytes(bytes); }
+  void* allocate_uninitialized(Device device, int64_t bytes) override {
+    return allocate_uninitialized_host_bytes(bytes, device);
+  }
+  void free(Device, void* bytes, int64_t size) override { free_host_bytes(bytes, size); }
 };
 
 HostMemory& host_memory() {
@@ -40,19 +44,13 @@ const char* kind_name(DeviceKind kind) {
 
 }  // namespace
 
-void* allocate_zeroed_host_bytes(int64_t bytes, Device device) {
-  if (bytes == 0) return nullptr;
-  // calloc, not aligned_alloc + memset: most tensors are small, and glibc's memalign splits chunks
-  // on every call; that alone cost the fuzzer 6 % of its instructions. Large blocks come from mmap
-  // already zeroed.
-  void* memory = std::calloc(static_cast<size_t>(bytes), 1);
-  if (memory == nullptr) {
-    throw OutOfMemoryError(device_name(device) + " allocation of " + std::to_string(bytes) + " bytes failed");
-  }
-  return memory;
+void* allocate_zeroed_host_bytes(int64_t bytes, Device device) { return host_block_acquire(bytes, true, device); }
+
+void* allocate_uninitialized_host_bytes(int64_t bytes, Device device) {
+  return host_block_acquire(bytes, false, device);
 }
 
-void free_host_bytes(void* bytes) { std::free(bytes); }
+void free_host_bytes(void* bytes, int64_t size) { host_block_release(bytes, size); }
 
 std::string device_name(Device device) {
   if (device.kind == DeviceKind::cpu || device.kind == DeviceKind::meta) return kind_name(device.kind);

@@ -39,19 +39,23 @@ bool parse_device(const std::string& text, Device* out);
 
 // Owns the bytes of one device kind. allocate returns zeroed memory aligned for any element type
 // (at least 16 bytes; cudaMalloc gives 256), null for 0 bytes, and throws OutOfMemoryError when it
-// cannot.
+// cannot. allocate_uninitialized is the same without the zeroing, for outputs a kernel overwrites
+// whole; a memory that cannot skip it need not override it.
 class DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   virtual void* allocate(Device device, int64_t bytes) = 0;
+  virtual void* allocate_uninitialized(Device device, int64_t bytes) { return allocate(device, bytes); }
   virtual void free(Device device, void* bytes, int64_t size) = 0;
 };
 
-// Zeroed bytes of this process, aligned as malloc aligns (16 bytes), null for 0 bytes and an
-// OutOfMemoryError naming `device` when refused; and their release. For the memories backed by
-// host memory: cpu, and the simulator's opaque arena.
+// Bytes of this process (host_block_cache.h), zeroed or not, aligned as malloc aligns (16
+// bytes), null for 0 bytes and an OutOfMemoryError naming `device` when refused; and their
+// release, with the size they were allocated with. For the memories backed by host memory: cpu,
+// and the simulator's opaque arena.
 void* allocate_zeroed_host_bytes(int64_t bytes, Device device);
-void free_host_bytes(void* bytes);
+void* allocate_uninitialized_host_bytes(int64_t bytes, Device device);
+void free_host_bytes(void* bytes, int64_t size);
 
 // The memory of `kind`; a later registration replaces an earlier one (tests), null unregisters.
 void register_device_memory(DeviceKind kind, DeviceMemory* memory);

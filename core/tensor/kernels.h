@@ -156,6 +156,11 @@ class Kernels {
 inline Tensor device_zeros(Kernels& kernels, const Shape& shape, DType dtype = DType::f32) {
   return Tensor::zeros(shape, dtype, kernels.device());
 }
+// The same without the zeroing, for an output the next kernel call writes whole (kernels.h's
+// convention: outputs are written, not accumulated, unless the kernel's name says `into`).
+inline Tensor device_uninitialized(Kernels& kernels, const Shape& shape, DType dtype = DType::f32) {
+  return Tensor::uninitialized(shape, dtype, kernels.device());
+}
 // `value` everywhere, on the kernels' device (constants ops need: ones for bias rows, loss seeds).
 Tensor device_full(Kernels& kernels, const Shape& shape, float value, DType dtype = DType::f32);
 // `in` converted to `dtype` on the kernels' device (a copy even when the dtype is the same).

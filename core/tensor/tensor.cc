@@ -10,8 +10,9 @@ namespace zero3 {
 
 // The bytes of one allocation, returned to the memory that gave them when the last view goes.
 struct TensorStorage {
-  TensorStorage(Device on, int64_t byte_count)
-      : device(on), memory(&device_memory(on)), size(byte_count), bytes(memory->allocate(on, byte_count)) {}
+  TensorStorage(Device on, int64_t byte_count, bool zeroed)
+      : device(on), memory(&device_memory(on)), size(byte_count),
+        bytes(zeroed ? memory->allocate(on, byte_count) : memory->allocate_uninitialized(on, byte_count)) {}
   ~TensorStorage() { memory->free(device, bytes, size); }
   TensorStorage(const TensorStorage&) = delete;
   TensorStorage& operator=(const TensorStorage&) = delete;
@@ -28,11 +29,23 @@ Tensor::Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<T
   for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
 }
 
+namespace {
+
+std::shared_ptr<TensorStorage> new_storage(const Shape& shape, DType dtype, Device device, bool zeroed) {
+  for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
+  return std::make_shared<TensorStorage>(device, shape_numel(shape) * dtype_bytes(dtype), zeroed);
+}
+
+}  // namespace
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   if (device.kind == DeviceKind::meta) return meta(shape, dtype);
-  for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
-  auto storage = std::make_shared<TensorStorage>(device, shape_numel(shape) * dtype_bytes(dtype));
-  return Tensor(shape, dtype, device, std::move(storage));
+  return Tensor(shape, dtype, device, new_storage(shape, dtype, device, true));
+}
+
+Tensor Tensor::uninitialized(const Shape& shape, DType dtype, Device device) {
+  if (device.kind == DeviceKind::meta) return meta(shape, dtype);
+  return Tensor(shape, dtype, device, new_storage(shape, dtype, device, false));
 }
 
 Tensor Tensor::full(const Shape& shape, float value, DType dtype) {

@@ -28,6 +28,9 @@ class Tensor {
   Tensor() = default;  // undefined: no shape, no storage
   // Zeroed memory on `device` (any device with registered memory, or meta).
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  // Memory whose bytes are whatever it held before (a reused block): only for an output that a
+  // kernel overwrites whole before anything reads it. Spares the zeroing and the page faults.
+  static Tensor uninitialized(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   // Host tensors from host values; values are rounded to bf16 when dtype is bf16.
   static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
   static Tensor from_values(const Shape& shape, const std::vector<float>& values, DType dtype = DType::f32);

@@ -104,7 +104,7 @@ class CountingHostMemory final : public DeviceMemory {
     requested.push_back(bytes);
     return allocate_zeroed_host_bytes(bytes, device);
   }
-  void free(Device, void* bytes, int64_t) override { free_host_bytes(bytes); }
+  void free(Device, void* bytes, int64_t size) override { free_host_bytes(bytes, size); }
   std::vector<int64_t> requested;
 };
 
