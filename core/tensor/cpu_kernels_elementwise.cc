@@ -63,6 +63,25 @@ void binary_loop(F f, const Tensor& a, const float* pa, const Tensor& b, const f
   }
 }
 
+ZERO3_AVX2_CLONES void gelu_loop(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = element_math::gelu(in[i]);
+}
+
+ZERO3_AVX2_CLONES void gelu_backward_loop(const float* in, const float* grad_out, float* grad_in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) grad_in[i] = element_math::gelu_derivative(in[i]) * grad_out[i];
+}
+
+ZERO3_AVX2_CLONES void adamw_loop(float* p, const float* g, float* m, float* v, int64_t n, AdamWCoefficients c) {
+  // `c` by value: through a reference its floats could alias p, m or v, and the loop would not vectorise.
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] *= c.decay;
+    m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * g[i];
+    v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * g[i] * g[i];
+    const float denominator = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
+    p[i] -= c.step_size * m[i] / denominator;
+  }
+}
+
 void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
   std::vector<double> totals(static_cast<size_t>(cols), 0.0);
   for (int64_t row = 0; row < in_numel; row += cols) {
@@ -121,7 +140,7 @@ void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
   float* po = output.get();
   const int64_t n = in.numel();
   if (op == UnaryOp::gelu) {
-    for (int64_t i = 0; i < n; ++i) po[i] = element_math::gelu(pi[i]);
+    gelu_loop(pi, po, n);
   } else {
     for (int64_t i = 0; i < n; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
   }
@@ -136,7 +155,7 @@ void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad
   float* po = output.get();
   const int64_t n = in.numel();
   if (op == UnaryOp::gelu) {
-    for (int64_t i = 0; i < n; ++i) po[i] = element_math::gelu_derivative(pi[i]) * pg[i];
+    gelu_backward_loop(pi, pg, po, n);
   } else {
     for (int64_t i = 0; i < n; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
   }
@@ -263,13 +282,7 @@ void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tenso
               "adamw on " + describe(param));
   const FloatsIn g = read(grad);
   FloatsOut p = write(param), m = write(exp_avg), v = write(exp_avg_sq);
-  for (int64_t i = 0; i < param.numel(); ++i) {
-    p[i] *= c.decay;
-    m[i] = c.beta1 * m[i] + (1.0f - c.beta1) * g[i];
-    v[i] = c.beta2 * v[i] + (1.0f - c.beta2) * g[i] * g[i];
-    const float denominator = std::sqrt(v[i]) / c.bias_correction2_sqrt + c.eps;
-    p[i] -= c.step_size * m[i] / denominator;
-  }
+  adamw_loop(p.get(), g.get(), m.get(), v.get(), param.numel(), c);
 }
 
 }  // namespace zero3

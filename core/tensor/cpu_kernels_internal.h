@@ -38,6 +38,15 @@ class FloatsOut {
   float* data_ = nullptr;
 };
 
+// On a function holding a hot elementwise loop: compiled for AVX2 and for baseline x86-64, the
+// one the CPU has chosen when the program loads. Both run the same IEEE operations (AVX2 brings
+// no FMA, and contraction is off), so the bits are the same at twice the vector width.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ZERO3_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ZERO3_AVX2_CLONES
+#endif
+
 // Every operand of a kernel lives on the kernels' device; anything else is a programmer error.
 // Inline: it guards every operand of every kernel, and the call alone was measurable.
 [[noreturn]] void operand_not_resident(const Tensor& tensor, Device device);

@@ -28,13 +28,13 @@ void Kernels::copy_from_host(const Tensor& host, Tensor& device_tensor) {
 }
 
 Tensor Kernels::to_host(const Tensor& device_tensor) {
-  Tensor host = Tensor::zeros(device_tensor.shape(), device_tensor.dtype());
+  Tensor host = Tensor::uninitialized(device_tensor.shape(), device_tensor.dtype());
   copy_to_host(device_tensor, host);
   return host;
 }
 
 Tensor Kernels::copy_to_device(const Tensor& host) {
-  Tensor out = device_zeros(*this, host.shape(), host.dtype());
+  Tensor out = device_uninitialized(*this, host.shape(), host.dtype());
   copy_from_host(host, out);
   return out;
 }
@@ -45,14 +45,14 @@ Tensor Kernels::to_device(const Tensor& host) {
 }
 
 Tensor device_full(Kernels& kernels, const Shape& shape, float value, DType dtype) {
-  Tensor out = device_zeros(kernels, shape, dtype);
+  Tensor out = device_uninitialized(kernels, shape, dtype);
   kernels.fill(out, value);
   return out;
 }
 
 Tensor cast(Kernels& kernels, const Tensor& in, DType dtype) {
   if (in.is_meta()) return Tensor::meta(in.shape(), dtype);
-  Tensor out = device_zeros(kernels, in.shape(), dtype);
+  Tensor out = device_uninitialized(kernels, in.shape(), dtype);
   kernels.copy(in, out);
   return out;
 }

@@ -154,7 +154,12 @@ void ReplicatedTrainer::reduce_gradients(Context& ctx, int64_t step) {
 void ReplicatedTrainer::reduce_parameter(Context& ctx, const Parameter& param, int64_t step) {
   // An unused parameter contributes zeros, so every rank issues the same collectives.
   const Tensor grad = ctx.param_grad(param);
-  Tensor summed = grad.defined() ? cast(kernels_, grad, DType::f32) : device_zeros(kernels_, param.shape());
+  // The all-reduce works in place, so it gets a copy; alone (world 1, no communicator) an f32
+  // gradient is only read.
+  const bool read_only = !options_.comm && grad.defined() && grad.dtype() == DType::f32;
+  Tensor summed = read_only ? grad
+                  : grad.defined() ? cast(kernels_, grad, DType::f32)
+                                   : device_zeros(kernels_, param.shape());
   if (options_.comm) {
     options_.comm->all_reduce(summed, ReduceOp::sum,
                               {.module = param.owner().name(), .params = {param.name()}, .step = step,
@@ -187,7 +192,7 @@ void ReplicatedTrainer::reduce_bucket(Context& ctx, const std::vector<const Para
   }
   offset = 0;
   for (const Parameter* param : bucket) {
-    Tensor summed = device_zeros(kernels_, param->shape());
+    Tensor summed = device_uninitialized(kernels_, param->shape());
     kernels_.copy_segments(packed, summed, {{.from = offset, .to = 0, .count = param->numel()}});
     accumulate_average(ctx.kernels(), grad_accum_[static_cast<size_t>(param->id())], summed, world());
     offset += param->numel();
