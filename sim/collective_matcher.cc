@@ -26,53 +26,60 @@ std::string describe(const CollectiveCall& call) {
   return describe(call.signature) + (call.meta ? " meta" : "") + " at " + describe(call.site);
 }
 
-CollectiveMatcher::CollectiveMatcher(int world, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
-                                     const HardwareProfile& hardware, double jitter_fraction)
-    : world_(world), scheduler_(scheduler), faults_(faults), recorder_(recorder), hardware_(hardware),
-      jitter_fraction_(jitter_fraction), ranks_(static_cast<size_t>(world)), in_flight_(static_cast<size_t>(world)) {
-  ZERO3_CHECK(world >= 1 && jitter_fraction >= 0.0, "matcher for world " + std::to_string(world));
+CollectiveMatcher::CollectiveMatcher(const RankGroups& groups, FiberScheduler& scheduler, FaultInjector& faults,
+                                     Recorder& recorder, const HardwareProfile& hardware, double jitter_fraction)
+    : groups_(groups), world_(groups.world()), tasks_(groups.tasks()), scheduler_(scheduler), faults_(faults),
+      recorder_(recorder), hardware_(hardware), jitter_fraction_(jitter_fraction),
+      task_states_(static_cast<size_t>(tasks_)), in_flight_(static_cast<size_t>(tasks_)) {
+  ZERO3_CHECK(jitter_fraction >= 0.0, "matcher with jitter " + std::to_string(jitter_fraction));
 }
 
-CollectiveMatcher::RankState& CollectiveMatcher::state(int rank) {
-  ZERO3_CHECK(rank >= 0 && rank < world_, "rank " + std::to_string(rank) + " of " + std::to_string(world_));
-  return ranks_[static_cast<size_t>(rank)];
+CollectiveMatcher::TaskState& CollectiveMatcher::state(int task) {
+  ZERO3_CHECK(task >= 0 && task < tasks_, "task " + std::to_string(task) + " of " + std::to_string(tasks_));
+  return task_states_[static_cast<size_t>(task)];
 }
 
-const CollectiveMatcher::RankState& CollectiveMatcher::state(int rank) const {
-  ZERO3_CHECK(rank >= 0 && rank < world_, "rank " + std::to_string(rank) + " of " + std::to_string(world_));
-  return ranks_[static_cast<size_t>(rank)];
+const CollectiveMatcher::TaskState& CollectiveMatcher::state(int task) const {
+  ZERO3_CHECK(task >= 0 && task < tasks_, "task " + std::to_string(task) + " of " + std::to_string(tasks_));
+  return task_states_[static_cast<size_t>(task)];
 }
 
-std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int rank, CollectiveCall call) {
-  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " issued a collective from task " +
+std::string CollectiveMatcher::rank_name(int task) const { return "rank " + std::to_string(groups_.rank_of(task)); }
+
+std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, CollectiveCall call) {
+  ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " issued a collective from task " +
                                                 std::to_string(scheduler_.current()));
-  const int64_t sequence = state(rank).next_sequence;
+  const int64_t sequence = state(task).next_sequence;
   const std::string call_where = where(call, sequence);
-  throw_if_unusable(rank, "issuing " + call_where);
-  inject_rank_faults(rank, call_where);
-  throw_if_unusable(rank, "issuing " + call_where);  // the world may have failed while the rank stalled
-  check_buffers_free(rank, call, sequence);
+  throw_if_unusable(task, "issuing " + call_where);
+  inject_rank_faults(task, call_where);
+  throw_if_unusable(task, "issuing " + call_where);  // the world may have failed while the task stalled
+  check_buffers_free(task, call, sequence);
+  if (!call.meta && groups_.ranks_of(task).size() > 1) {
+    throw InputError(rank_name(task) + " stands for " + std::to_string(groups_.ranks_of(task).size()) + " ranks, but " +
+                     call_where + " moves data: the ranks it stands for have none, so only meta collectives are shared");
+  }
 
   std::shared_ptr<CollectiveSlot>& entry = open_[sequence];
   if (!entry) {
     entry = std::make_shared<CollectiveSlot>();
     entry->sequence = sequence;
-    entry->arrivals.resize(static_cast<size_t>(world_));
+    entry->arrivals.resize(static_cast<size_t>(tasks_));
   }
   std::shared_ptr<CollectiveSlot> slot = entry;
-  state(rank).next_sequence = sequence + 1;
-  arrive(rank, *slot, std::move(call));
-  if (slot->arrived_count == world_) {
+  state(task).next_sequence = sequence + 1;
+  arrive(task, *slot, std::move(call));
+  if (slot->arrived_count == tasks_) {
     match(*slot);
-    throw_if_unusable(rank, "issuing " + call_where);  // a mismatch fails the world
+    throw_if_unusable(task, "issuing " + call_where);  // a mismatch fails the world
   }
   return slot;
 }
 
-void CollectiveMatcher::check_buffers_free(int rank, const CollectiveCall& call, int64_t sequence) const {
-  const InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(rank)];
+void CollectiveMatcher::check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const {
+  const InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(task)];
   const auto hazard = [&](const char* access, const Tensor& tensor, const InFlightUse& use) {
-    throw CorrectnessError("rank " + std::to_string(rank) + ": " + where(call, sequence) + " " + access + " " +
+    throw CorrectnessError(rank_name(task) + ": " + where(call, sequence) + " " + access + " " +
                            describe(tensor) + ", which is " + describe(use) +
                            " still in flight; wait() on that collective first (completions may be reordered)");
   };
@@ -84,10 +91,10 @@ void CollectiveMatcher::check_buffers_free(int rank, const CollectiveCall& call,
   }
 }
 
-void CollectiveMatcher::arrive(int rank, CollectiveSlot& slot, CollectiveCall call) {
-  CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
-  ZERO3_CHECK(!arrival.arrived, "rank " + std::to_string(rank) + " arrived twice at #" + std::to_string(slot.sequence));
-  arrival.issue_s = scheduler_.now_s(rank);
+void CollectiveMatcher::arrive(int task, CollectiveSlot& slot, CollectiveCall call) {
+  CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
+  ZERO3_CHECK(!arrival.arrived, "task " + std::to_string(task) + " arrived twice at #" + std::to_string(slot.sequence));
+  arrival.issue_s = scheduler_.now_s(task);
   if (!call.meta) {
     // An in-place input is copied before its buffer is poisoned; other inputs are read at completion.
     if (call.input.defined() && call.output.defined() && call.input.shares_storage_with(call.output)) {
@@ -97,7 +104,7 @@ void CollectiveMatcher::arrive(int rank, CollectiveSlot& slot, CollectiveCall ca
     }
     if (call.output.defined()) poison(call.output.device_bytes(), call.output.numel(), call.output.dtype());
   }
-  InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(rank)];
+  InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(task)];
   const InFlightUse read{slot.sequence, call.signature.op, call.site, false};
   const InFlightUse written{slot.sequence, call.signature.op, call.site, true};
   if (call.input.defined()) in_flight.add(call.input, read);
@@ -105,7 +112,7 @@ void CollectiveMatcher::arrive(int rank, CollectiveSlot& slot, CollectiveCall ca
   arrival.call = std::move(call);
   arrival.arrived = true;
   ++slot.arrived_count;
-  ZERO3_CHECK(slot.arrived_count <= world_, "more arrivals than ranks at #" + std::to_string(slot.sequence));
+  ZERO3_CHECK(slot.arrived_count <= tasks_, "more arrivals than tasks at #" + std::to_string(slot.sequence));
 }
 
 bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
@@ -127,7 +134,7 @@ bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
 }
 
 void CollectiveMatcher::match(CollectiveSlot& slot) {
-  ZERO3_CHECK(slot.arrived_count == world_ && !slot.matched, "match of #" + std::to_string(slot.sequence));
+  ZERO3_CHECK(slot.arrived_count == tasks_ && !slot.matched, "match of #" + std::to_string(slot.sequence));
   if (!calls_agree(slot)) {
     fail(FailureKind::mismatch, mismatch_report(slot), -1);
     return;
@@ -156,6 +163,7 @@ void CollectiveMatcher::complete(CollectiveSlot& slot) {
   if (failure_) return;
   ZERO3_CHECK(slot.matched && !slot.completed, "completion of #" + std::to_string(slot.sequence));
   if (!slot.arrivals[0].call.meta) {
+    // Only tasks of one rank each move data (arrive() refuses the others), so tasks are ranks here.
     std::vector<const void*> inputs(static_cast<size_t>(world_), nullptr);
     std::vector<void*> outputs(static_cast<size_t>(world_), nullptr);
     for (size_t rank = 0; rank < inputs.size(); ++rank) {
@@ -170,21 +178,21 @@ void CollectiveMatcher::complete(CollectiveSlot& slot) {
     move_collective_data(slot.arrivals[0].call.signature, inputs, outputs);
   }
   slot.completed = true;
-  for (int rank = 0; rank < world_; ++rank) {
-    in_flight_[static_cast<size_t>(rank)].remove(slot.sequence);
-    record_completion(rank, slot);
+  for (int task = 0; task < tasks_; ++task) {
+    in_flight_[static_cast<size_t>(task)].remove(slot.sequence);
+    record_completion(task, slot);
   }
   // Completed: the buffers are the ranks' again, and the slot keeps only its times.
   slot.arrivals.clear();
   slot.arrivals.shrink_to_fit();
   open_.erase(slot.sequence);
-  for (int rank = 0; rank < world_; ++rank) {
-    if (state(rank).blocked_on == slot.sequence) wake(rank, slot.end_s);
+  for (int task = 0; task < tasks_; ++task) {
+    if (state(task).blocked_on == slot.sequence) wake(task, slot.end_s);
   }
 }
 
-void CollectiveMatcher::record_completion(int rank, const CollectiveSlot& slot) {
-  const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
+void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) {
+  const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
   const CollectiveCall& call = arrival.call;
   nlohmann::json event = {{"type", "collective"},
                           {"seq", slot.sequence},
@@ -204,91 +212,90 @@ void CollectiveMatcher::record_completion(int rank, const CollectiveSlot& slot) 
   if (call.signature.op == CollectiveOp::reduce_scatter || call.signature.op == CollectiveOp::all_reduce) {
     event["reduce"] = reduce_op_name(call.signature.reduce);
   }
-  recorder_.record(rank, std::move(event));
-  std::vector<std::string>& last = state(rank).last_completed;
+  recorder_.record(task, std::move(event));
+  std::vector<std::string>& last = state(task).last_completed;
   last.push_back("#" + std::to_string(slot.sequence) + " " + collective_op_name(call.signature.op) + " (" +
                  describe(call.site) + ")");
   if (last.size() > 2) last.erase(last.begin());
 }
 
-void CollectiveMatcher::wait(int rank, CollectiveSlot& slot) {
-  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " waited from task " +
+void CollectiveMatcher::wait(int task, CollectiveSlot& slot) {
+  ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " waited from task " +
                                                 std::to_string(scheduler_.current()));
   while (!slot.completed) {
-    throw_if_unusable(rank, "waiting in " + where(slot.arrivals[static_cast<size_t>(rank)].call, slot.sequence));
-    state(rank).blocked_on = slot.sequence;
+    throw_if_unusable(task, "waiting in " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence));
+    state(task).blocked_on = slot.sequence;
     scheduler_.block();
-    ZERO3_CHECK(state(rank).blocked_on == -1, "rank " + std::to_string(rank) + " resumed while still blocked");
+    ZERO3_CHECK(state(task).blocked_on == -1, "task " + std::to_string(task) + " resumed while still blocked");
   }
-  throw_if_crashed(rank, "waiting in #" + std::to_string(slot.sequence));
-  // The compute stream waits for the comm stream: the rank's clock moves to the completion.
-  const double now_s = scheduler_.now_s(rank);
-  if (now_s < slot.end_s) scheduler_.advance(rank, slot.end_s - now_s);
+  throw_if_crashed(task, "waiting in #" + std::to_string(slot.sequence));
+  // The compute stream waits for the comm stream: the task's clock moves to the completion.
+  const double now_s = scheduler_.now_s(task);
+  if (now_s < slot.end_s) scheduler_.advance(task, slot.end_s - now_s);
 }
 
-bool CollectiveMatcher::poll(int rank, CollectiveSlot& slot) {
-  ZERO3_CHECK(scheduler_.current() == rank, "rank " + std::to_string(rank) + " polled from task " +
+bool CollectiveMatcher::poll(int task, CollectiveSlot& slot) {
+  ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " polled from task " +
                                                 std::to_string(scheduler_.current()));
   if (!slot.completed) {
-    throw_if_unusable(rank, "polling " + where(slot.arrivals[static_cast<size_t>(rank)].call, slot.sequence));
+    throw_if_unusable(task, "polling " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence));
     // Parked as waiting in the slot (deadlock reports name it) until anything else happens.
-    state(rank).blocked_on = slot.sequence;
+    state(task).blocked_on = slot.sequence;
     scheduler_.wait_for_progress();
-    state(rank).blocked_on = -1;
+    state(task).blocked_on = -1;
   }
   if (!slot.completed) return false;
-  wait(rank, slot);  // completed: only moves the clock
+  wait(task, slot);  // completed: only moves the clock
   return true;
 }
 
-void CollectiveMatcher::drain(int rank) {
+void CollectiveMatcher::drain(int task) {
   std::vector<std::shared_ptr<CollectiveSlot>> pending;
   for (const auto& [sequence, slot] : open_) {
-    if (slot->arrivals[static_cast<size_t>(rank)].arrived) pending.push_back(slot);
+    if (slot->arrivals[static_cast<size_t>(task)].arrived) pending.push_back(slot);
   }
-  for (const std::shared_ptr<CollectiveSlot>& slot : pending) wait(rank, *slot);
+  for (const std::shared_ptr<CollectiveSlot>& slot : pending) wait(task, *slot);
 }
 
-void CollectiveMatcher::rank_exited(int rank) {
-  ZERO3_CHECK(state(rank).blocked_on == -1, "rank " + std::to_string(rank) + " exited while blocked");
-  state(rank).exited = true;
+void CollectiveMatcher::rank_exited(int task) {
+  ZERO3_CHECK(state(task).blocked_on == -1, "task " + std::to_string(task) + " exited while blocked");
+  state(task).exited = true;
 }
 
-void CollectiveMatcher::rank_failed(int rank, const std::string& reason) {
-  state(rank).failed = true;
-  if (!failure_) fail(FailureKind::peer_failure, "rank " + std::to_string(rank) + " " + reason, rank);
+void CollectiveMatcher::rank_failed(int task, const std::string& reason) {
+  state(task).failed = true;
+  if (!failure_) fail(FailureKind::peer_failure, rank_name(task) + " " + reason, groups_.rank_of(task));
 }
 
-void CollectiveMatcher::inject_rank_faults(int rank, const std::string& site) {
+void CollectiveMatcher::inject_rank_faults(int task, const std::string& site) {
   // Once the world has failed the run is over for the collectives; more crashes would only bury
   // the root cause.
   if (failure_) return;
-  if (faults_.fire(FaultKind::crash, rank, [&] { return site; })) {
-    state(rank).crashed = true;
-    rank_failed(rank, "crashed (injected fault) at " + site);
-    throw RankCrashedError("rank " + std::to_string(rank) + " crashed (injected fault) at " + site);
+  if (faults_.fire(FaultKind::crash, task, [&] { return site; })) {
+    state(task).crashed = true;
+    rank_failed(task, "crashed (injected fault) at " + site);
+    throw RankCrashedError(rank_name(task) + " crashed (injected fault) at " + site);
   }
-  if (faults_.fire(FaultKind::stall, rank, [&] { return site; })) {
-    scheduler_.advance(rank, 10.0 * faults_.draw_delay_s());
+  if (faults_.fire(FaultKind::stall, task, [&] { return site; })) {
+    scheduler_.advance(task, 10.0 * faults_.draw_delay_s());
     scheduler_.yield();
   }
 }
 
-void CollectiveMatcher::throw_if_crashed(int rank, const std::string& doing) const {
-  if (state(rank).crashed) {
-    throw RankCrashedError("rank " + std::to_string(rank) + " crashed earlier (injected fault) and cannot go on " +
-                           doing);
+void CollectiveMatcher::throw_if_crashed(int task, const std::string& doing) const {
+  if (state(task).crashed) {
+    throw RankCrashedError(rank_name(task) + " crashed earlier (injected fault) and cannot go on " + doing);
   }
 }
 
-void CollectiveMatcher::throw_if_unusable(int rank, const std::string& doing) const {
-  throw_if_crashed(rank, doing);
+void CollectiveMatcher::throw_if_unusable(int task, const std::string& doing) const {
+  throw_if_crashed(task, doing);
   if (!failure_) return;
   switch (failure_->kind) {
     case FailureKind::mismatch: throw CollectiveMismatchError(failure_->report);
     case FailureKind::deadlock: throw DeadlockError(failure_->report);
     case FailureKind::peer_failure:
-      throw PeerFailureError("peer failure: " + failure_->report + "; rank " + std::to_string(rank) + " was " + doing,
+      throw PeerFailureError("peer failure: " + failure_->report + "; " + rank_name(task) + " was " + doing,
                              failure_->failed_rank);
   }
 }
@@ -296,17 +303,17 @@ void CollectiveMatcher::throw_if_unusable(int rank, const std::string& doing) co
 void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_rank) {
   ZERO3_CHECK(!failure_, "the world failed twice");
   failure_ = Failure{kind, std::move(report), failed_rank};
-  for (int rank = 0; rank < world_; ++rank) {
-    if (state(rank).blocked_on >= 0) wake(rank, scheduler_.now_s(rank));
+  for (int task = 0; task < tasks_; ++task) {
+    if (state(task).blocked_on >= 0) wake(task, scheduler_.now_s(task));
   }
   ZERO3_CHECK(failure_.has_value(), "failure recorded");
 }
 
-void CollectiveMatcher::wake(int rank, double time_s) {
-  ZERO3_CHECK(state(rank).blocked_on >= 0, "wake of rank " + std::to_string(rank) + " that waits on nothing");
-  state(rank).blocked_on = -1;
-  // A polling rank may already be queued by the scheduler's progress wake-up.
-  if (scheduler_.blocked(rank)) scheduler_.wake(rank, time_s);
+void CollectiveMatcher::wake(int task, double time_s) {
+  ZERO3_CHECK(state(task).blocked_on >= 0, "wake of task " + std::to_string(task) + " that waits on nothing");
+  state(task).blocked_on = -1;
+  // A polling task may already be queued by the scheduler's progress wake-up.
+  if (scheduler_.blocked(task)) scheduler_.wake(task, time_s);
 }
 
 void CollectiveMatcher::on_stuck() {

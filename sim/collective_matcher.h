@@ -11,6 +11,12 @@
 // Semantics beyond NCCL's: an output is poisoned (NaN) from issue to completion; inputs are read
 // at completion (in-place inputs are copied at issue); a buffer still in flight in one collective
 // may not be passed to another before a wait, because completions may be reordered.
+//
+// The matcher's parties are the scheduler's tasks. A task is one rank, unless RankGroups lets it
+// stand for several ranks that make the same calls (rank_groups.h): then #k is matched once every
+// task has issued it, sized and timed at the full world, and reports still list every rank. A
+// task standing for more than one rank may issue meta collectives only: the ranks it stands for
+// have no data of their own to move.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -22,6 +28,7 @@
 #include "core/sharding/communicator.h"
 #include "sim/hardware_profile.h"
 #include "sim/in_flight_buffers.h"
+#include "sim/rank_groups.h"
 
 namespace zero3 {
 
@@ -50,7 +57,7 @@ struct CollectiveSlot {
     double issue_s = 0.0;
   };
   int64_t sequence = 0;
-  std::vector<Arrival> arrivals;  // by rank; released when the collective completes
+  std::vector<Arrival> arrivals;  // by task; released when the collective completes
   int arrived_count = 0;
   bool matched = false;
   bool completed = false;
@@ -60,29 +67,29 @@ struct CollectiveSlot {
 
 class CollectiveMatcher {
  public:
-  CollectiveMatcher(int world, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
+  CollectiveMatcher(const RankGroups& groups, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
                     const HardwareProfile& hardware, double jitter_fraction);
 
-  // From rank `rank`'s task. Registers the call as collective #k of that rank and returns its slot.
-  std::shared_ptr<CollectiveSlot> issue(int rank, CollectiveCall call);
-  // Blocks the rank's task until the slot completes; throws the world's failure instead.
-  void wait(int rank, CollectiveSlot& slot);
-  // True once completed; otherwise lets the other ranks make progress first and answers again.
-  bool poll(int rank, CollectiveSlot& slot);
-  // Waits for every collective the rank issued (its program returned).
-  void drain(int rank);
-  void rank_exited(int rank);
-  // The rank's program ended with an error: peers that need it get PeerFailureError.
-  void rank_failed(int rank, const std::string& reason);
-  // Fault sites of a rank's own progress ("compute", or the collective about to be issued): may
-  // stall the rank or crash it (throws RankCrashedError). No faults once the world has failed.
-  void inject_rank_faults(int rank, const std::string& site);
-  // Throws RankCrashedError if the rank crashed (its program may have caught the first one).
-  void throw_if_crashed(int rank, const std::string& doing) const;
+  // From task `task`. Registers the call as collective #k of that task and returns its slot.
+  std::shared_ptr<CollectiveSlot> issue(int task, CollectiveCall call);
+  // Blocks the task until the slot completes; throws the world's failure instead.
+  void wait(int task, CollectiveSlot& slot);
+  // True once completed; otherwise lets the other tasks make progress first and answers again.
+  bool poll(int task, CollectiveSlot& slot);
+  // Waits for every collective the task issued (its program returned).
+  void drain(int task);
+  void rank_exited(int task);
+  // The task's program ended with an error: peers that need it get PeerFailureError.
+  void rank_failed(int task, const std::string& reason);
+  // Fault sites of a task's own progress ("compute", or the collective about to be issued): may
+  // stall the task or crash it (throws RankCrashedError). No faults once the world has failed.
+  void inject_rank_faults(int task, const std::string& site);
+  // Throws RankCrashedError if the task crashed (its program may have caught the first one).
+  void throw_if_crashed(int task, const std::string& doing) const;
   // The scheduler found every live task blocked: fail the world with a deadlock or mismatch report.
   void on_stuck();
 
-  const InFlightBuffers& in_flight(int rank) const { return in_flight_[static_cast<size_t>(rank)]; }
+  const InFlightBuffers& in_flight(int task) const { return in_flight_[static_cast<size_t>(task)]; }
   bool failed() const { return failure_.has_value(); }
 
  private:
@@ -92,38 +99,42 @@ class CollectiveMatcher {
     std::string report;
     int failed_rank = -1;
   };
-  struct RankState {
+  struct TaskState {
     int64_t next_sequence = 0;
-    int64_t blocked_on = -1;  // sequence of the collective the rank waits in
+    int64_t blocked_on = -1;  // sequence of the collective the task waits in
     bool exited = false;
     bool failed = false;
     bool crashed = false;
     std::vector<std::string> last_completed;  // the two most recent, oldest first
   };
 
-  void throw_if_unusable(int rank, const std::string& doing) const;
-  void check_buffers_free(int rank, const CollectiveCall& call, int64_t sequence) const;
-  void arrive(int rank, CollectiveSlot& slot, CollectiveCall call);
+  void throw_if_unusable(int task, const std::string& doing) const;
+  void check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const;
+  void arrive(int task, CollectiveSlot& slot, CollectiveCall call);
   void match(CollectiveSlot& slot);
   void complete(CollectiveSlot& slot);
-  void record_completion(int rank, const CollectiveSlot& slot);
+  void record_completion(int task, const CollectiveSlot& slot);
   void fail(FailureKind kind, std::string report, int failed_rank);
-  void wake(int rank, double time_s);
+  void wake(int task, double time_s);
   bool calls_agree(const CollectiveSlot& slot) const;
   std::string mismatch_report(const CollectiveSlot& slot) const;
   std::string deadlock_report() const;
-  std::string rank_state(int rank) const;
-  RankState& state(int rank);
-  const RankState& state(int rank) const;
+  std::string task_state(int task) const;
+  // "rank 3": the rank a task runs as, for messages.
+  std::string rank_name(int task) const;
+  TaskState& state(int task);
+  const TaskState& state(int task) const;
 
-  int world_;
+  RankGroups groups_;
+  int world_;  // ranks, for sizes, times and reports
+  int tasks_;  // parties to every collective
   FiberScheduler& scheduler_;
   FaultInjector& faults_;
   Recorder& recorder_;
   HardwareProfile hardware_;
   double jitter_fraction_;
-  std::vector<RankState> ranks_;
-  std::vector<InFlightBuffers> in_flight_;
+  std::vector<TaskState> task_states_;
+  std::vector<InFlightBuffers> in_flight_;  // by task
   std::map<int64_t, std::shared_ptr<CollectiveSlot>> open_;  // issued by some rank, not completed
   double stream_free_s_ = 0.0;  // every collective spans all ranks, so one comm stream orders them
   std::optional<Failure> failure_;

@@ -36,12 +36,12 @@ std::string last_completed_text(const std::vector<std::string>& last_completed) 
 
 }  // namespace
 
-std::string CollectiveMatcher::rank_state(int rank) const {
-  const RankState& status = state(rank);
+std::string CollectiveMatcher::task_state(int task) const {
+  const TaskState& status = state(task);
   std::string text;
   if (status.blocked_on >= 0) {
     const CollectiveSlot& slot = *open_.at(status.blocked_on);
-    const CollectiveCall& call = slot.arrivals[static_cast<size_t>(rank)].call;
+    const CollectiveCall& call = slot.arrivals[static_cast<size_t>(task)].call;
     text = "waits in #" + std::to_string(slot.sequence) + ": " + describe(call);
   } else if (status.crashed) {
     text = "crashed";
@@ -56,16 +56,16 @@ std::string CollectiveMatcher::rank_state(int rank) const {
 }
 
 std::string CollectiveMatcher::mismatch_report(const CollectiveSlot& slot) const {
-  std::vector<std::string> line_by_rank(static_cast<size_t>(world_));
-  for (int rank = 0; rank < world_; ++rank) {
-    const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(rank)];
-    line_by_rank[static_cast<size_t>(rank)] =
+  std::vector<std::string> line_by_task(static_cast<size_t>(tasks_));
+  for (int task = 0; task < tasks_; ++task) {
+    const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
+    line_by_task[static_cast<size_t>(task)] =
         arrival.arrived ? describe(arrival.call)
-                        : "did not issue #" + std::to_string(slot.sequence) + ": " + rank_state(rank);
+                        : "did not issue #" + std::to_string(slot.sequence) + ": " + task_state(task);
   }
   return "collective mismatch at #" + std::to_string(slot.sequence) +
          ": the ranks issued different collectives (NCCL would hang or mix up the buffers)" +
-         grouped_lines(line_by_rank);
+         grouped_lines(groups_.by_rank(line_by_task));
 }
 
 std::string CollectiveMatcher::deadlock_report() const {
@@ -77,13 +77,14 @@ std::string CollectiveMatcher::deadlock_report() const {
   std::map<std::string, std::vector<int>> missing_by_state;
   const CollectiveCall* call = nullptr;
   for (int rank = 0; rank < world_; ++rank) {
-    const CollectiveSlot::Arrival& arrival = lowest.arrivals[static_cast<size_t>(rank)];
+    const int task = groups_.task_of(rank);
+    const CollectiveSlot::Arrival& arrival = lowest.arrivals[static_cast<size_t>(task)];
     if (arrival.arrived) {
       arrived.push_back(rank);
       if (call == nullptr) call = &arrival.call;
       continue;
     }
-    const RankState& status = state(rank);
+    const TaskState& status = state(task);
     const char* state_word = status.crashed  ? "crashed"
                              : status.failed ? "failed"
                              : status.exited ? "exited"
@@ -98,10 +99,10 @@ std::string CollectiveMatcher::deadlock_report() const {
   headline += " while " + format_ranks(arrived) + " wait" + (arrived.size() == 1 ? "s" : "") + " in " +
               collective_op_name(call->signature.op) + " #" + std::to_string(lowest.sequence) + " (" +
               describe(call->site) + ")";
-  std::vector<std::string> line_by_rank(static_cast<size_t>(world_));
-  for (int rank = 0; rank < world_; ++rank) line_by_rank[static_cast<size_t>(rank)] = rank_state(rank);
+  std::vector<std::string> line_by_task(static_cast<size_t>(tasks_));
+  for (int task = 0; task < tasks_; ++task) line_by_task[static_cast<size_t>(task)] = task_state(task);
   return "deadlock: every live rank is blocked and no collective can complete: " + headline +
-         grouped_lines(line_by_rank);
+         grouped_lines(groups_.by_rank(line_by_task));
 }
 
 }  // namespace zero3

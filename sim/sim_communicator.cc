@@ -10,14 +10,14 @@ namespace {
 
 class SimWork : public Work {
  public:
-  SimWork(CollectiveMatcher& matcher, int rank, std::shared_ptr<CollectiveSlot> slot)
-      : matcher_(matcher), rank_(rank), slot_(std::move(slot)) {}
-  void wait() override { matcher_.wait(rank_, *slot_); }
-  bool done() override { return matcher_.poll(rank_, *slot_); }
+  SimWork(CollectiveMatcher& matcher, int task, std::shared_ptr<CollectiveSlot> slot)
+      : matcher_(matcher), task_(task), slot_(std::move(slot)) {}
+  void wait() override { matcher_.wait(task_, *slot_); }
+  bool done() override { return matcher_.poll(task_, *slot_); }
 
  private:
   CollectiveMatcher& matcher_;
-  int rank_;
+  int task_;
   std::shared_ptr<CollectiveSlot> slot_;
 };
 
@@ -25,18 +25,18 @@ class SimWork : public Work {
 
 std::shared_ptr<Work> SimCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {
   CollectiveCall call{check_all_gather(send, recv, rank_, world_, site), site, send.is_meta(), send, recv};
-  return std::make_shared<SimWork>(matcher_, rank_, matcher_.issue(rank_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
 }
 
 std::shared_ptr<Work> SimCommunicator::reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
                                                             const CallSite& site) {
   CollectiveCall call{check_reduce_scatter(send, recv, op, rank_, world_, site), site, send.is_meta(), send, recv};
-  return std::make_shared<SimWork>(matcher_, rank_, matcher_.issue(rank_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
 }
 
 std::shared_ptr<Work> SimCommunicator::all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) {
   CollectiveCall call{check_all_reduce(buffer, op, rank_, site), site, buffer.is_meta(), buffer, buffer};
-  return std::make_shared<SimWork>(matcher_, rank_, matcher_.issue(rank_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
 }
 
 std::shared_ptr<Work> SimCommunicator::broadcast_async(Tensor& buffer, int root, const CallSite& site) {
@@ -44,16 +44,16 @@ std::shared_ptr<Work> SimCommunicator::broadcast_async(Tensor& buffer, int root,
   // The root's buffer is only read; every other rank's is only written.
   const bool is_root = root == rank_;
   CollectiveCall call{signature, site, buffer.is_meta(), is_root ? buffer : Tensor(), is_root ? Tensor() : buffer};
-  return std::make_shared<SimWork>(matcher_, rank_, matcher_.issue(rank_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
 }
 
 std::shared_ptr<Work> SimCommunicator::barrier_async(const CallSite& site) {
   CollectiveCall call{barrier_signature(), site, false, Tensor(), Tensor()};
-  return std::make_shared<SimWork>(matcher_, rank_, matcher_.issue(rank_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
 }
 
-void SimCommunicator::synchronize() { matcher_.drain(rank_); }
+void SimCommunicator::synchronize() { matcher_.drain(task_); }
 
-void SimCommunicator::abort(const std::string& reason) { matcher_.rank_failed(rank_, "aborted the world: " + reason); }
+void SimCommunicator::abort(const std::string& reason) { matcher_.rank_failed(task_, "aborted the world: " + reason); }
 
 }  // namespace zero3

@@ -14,7 +14,9 @@ class CollectiveMatcher;
 
 class SimCommunicator : public Communicator {
  public:
-  SimCommunicator(int rank, int world, CollectiveMatcher& matcher) : rank_(rank), world_(world), matcher_(matcher) {}
+  // `task`: the matcher's party this rank issues as (the rank itself unless its fiber is shared).
+  SimCommunicator(int rank, int world, int task, CollectiveMatcher& matcher)
+      : rank_(rank), world_(world), task_(task), matcher_(matcher) {}
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
@@ -31,6 +33,7 @@ class SimCommunicator : public Communicator {
  private:
   int rank_;
   int world_;
+  int task_;
   CollectiveMatcher& matcher_;
 };
 

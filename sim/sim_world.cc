@@ -15,32 +15,32 @@
 
 namespace zero3 {
 
-SimRank::SimRank(int rank, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
+SimRank::SimRank(int rank, int task, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
                  FaultInjector& faults, Recorder& recorder)
-    : rank_(rank), world_(options.world), seed_(options.seed), hardware_(options.hardware), scheduler_(scheduler),
-      matcher_(matcher), recorder_(recorder), allocator_(rank, &faults),
-      comm_(std::make_unique<SimCommunicator>(rank, options.world, matcher)),
+    : rank_(rank), task_(task), world_(options.world), seed_(options.seed), hardware_(options.hardware),
+      scheduler_(scheduler), matcher_(matcher), recorder_(recorder), allocator_(rank, &faults),
+      comm_(std::make_unique<SimCommunicator>(rank, options.world, task, matcher)),
       kernels_(std::make_unique<HazardCheckingKernels>(options.kernels ? *options.kernels : cpu_kernels(),
-                                                       matcher.in_flight(rank), rank)) {}
+                                                       matcher.in_flight(task), rank)) {}
 
 SimRank::~SimRank() = default;
 
 Communicator& SimRank::comm() { return *comm_; }
 Kernels& SimRank::kernels() { return *kernels_; }
-void SimRank::record(nlohmann::json event) { recorder_.record(rank_, std::move(event)); }
-double SimRank::now_s() const { return scheduler_.now_s(rank_); }
+void SimRank::record(nlohmann::json event) { recorder_.record(task_, std::move(event)); }
+double SimRank::now_s() const { return scheduler_.now_s(task_); }
 
 void SimRank::advance_compute(double flops) {
-  ZERO3_CHECK(scheduler_.current() == rank_, "advance_compute of rank " + std::to_string(rank_) + " from task " +
+  ZERO3_CHECK(scheduler_.current() == task_, "advance_compute of rank " + std::to_string(rank_) + " from task " +
                                                  std::to_string(scheduler_.current()));
-  matcher_.throw_if_crashed(rank_, "computing");
-  matcher_.inject_rank_faults(rank_, "compute");
-  scheduler_.advance(rank_, compute_time_s(hardware_, flops));
+  matcher_.throw_if_crashed(task_, "computing");
+  matcher_.inject_rank_faults(task_, "compute");
+  scheduler_.advance(task_, compute_time_s(hardware_, flops));
   scheduler_.yield();
 }
 
 void SimRank::yield() {
-  ZERO3_CHECK(scheduler_.current() == rank_, "yield of rank " + std::to_string(rank_) + " from task " +
+  ZERO3_CHECK(scheduler_.current() == task_, "yield of rank " + std::to_string(rank_) + " from task " +
                                                  std::to_string(scheduler_.current()));
   scheduler_.yield();
 }
@@ -75,16 +75,31 @@ std::string SimResult::summary() const {
   return text + "\nevent log hash " + hex64(event_log_hash);
 }
 
-SimWorld::SimWorld(SimOptions options) : options_(std::move(options)) {
-  if (options_.world < 1) throw InputError("sim world size must be at least 1, got " + std::to_string(options_.world));
-  outcomes_.resize(static_cast<size_t>(options_.world));
-  recorder_ = std::make_unique<Recorder>(options_.world);
+namespace {
+
+RankGroups checked_groups(const SimOptions& options) {
+  if (options.world < 1) throw InputError("sim world size must be at least 1, got " + std::to_string(options.world));
+  RankGroups groups(options.world, options.rank_groups);
+  if (!groups.every_rank_alone() && options.faults.any()) {
+    throw InputError("ranks that share a fiber cannot take faults (" + options.faults.to_string() +
+                     "): a fault hits one rank, and the others it stands for would not show it");
+  }
+  return groups;
+}
+
+}  // namespace
+
+SimWorld::SimWorld(SimOptions options) : options_(std::move(options)), groups_(checked_groups(options_)) {
+  const int tasks = groups_.tasks();
+  outcomes_.resize(static_cast<size_t>(tasks));
+  recorder_ = std::make_unique<Recorder>(tasks);
   faults_ = std::make_unique<FaultInjector>(options_.faults, options_.seed, recorder_.get());
-  scheduler_ = std::make_unique<FiberScheduler>(options_.world, options_.seed, options_.fiber_stack_bytes);
-  matcher_ = std::make_unique<CollectiveMatcher>(options_.world, *scheduler_, *faults_, *recorder_, options_.hardware,
+  scheduler_ = std::make_unique<FiberScheduler>(tasks, options_.seed, options_.fiber_stack_bytes);
+  matcher_ = std::make_unique<CollectiveMatcher>(groups_, *scheduler_, *faults_, *recorder_, options_.hardware,
                                                  options_.jitter_fraction);
-  for (int rank = 0; rank < options_.world; ++rank) {
-    ranks_.push_back(std::make_unique<SimRank>(rank, options_, *scheduler_, *matcher_, *faults_, *recorder_));
+  for (int task = 0; task < tasks; ++task) {
+    ranks_.push_back(std::make_unique<SimRank>(groups_.rank_of(task), task, options_, *scheduler_, *matcher_, *faults_,
+                                               *recorder_));
   }
 }
 
@@ -94,35 +109,35 @@ SimWorld::~SimWorld() { scheduler_.reset(); }
 
 const SimRank& SimWorld::rank(int rank) const {
   ZERO3_CHECK(rank >= 0 && rank < options_.world, "rank " + std::to_string(rank));
-  return *ranks_[static_cast<size_t>(rank)];
+  return *ranks_[static_cast<size_t>(groups_.task_of(rank))];
 }
 
 SimResult SimWorld::run(const std::function<void(SimRank&)>& program) {
   ZERO3_CHECK(!ran_, "a SimWorld runs once");
   ran_ = true;
-  scheduler_->run([&](int rank) { run_rank(rank, program); }, [&] { matcher_->on_stuck(); });
+  scheduler_->run([&](int task) { run_task(task, program); }, [&] { matcher_->on_stuck(); });
   return result();
 }
 
-void SimWorld::run_rank(int rank, const std::function<void(SimRank&)>& program) {
+void SimWorld::run_task(int task, const std::function<void(SimRank&)>& program) {
   std::exception_ptr error;
   try {
-    program(*ranks_[static_cast<size_t>(rank)]);
-    matcher_->drain(rank);
+    program(*ranks_[static_cast<size_t>(task)]);
+    matcher_->drain(task);
   } catch (const boost::context::detail::forced_unwind&) {
     throw;  // Boost.Context unwinding a fiber that is being destroyed: not the program's error.
   } catch (...) {
     error = std::current_exception();
   }
-  finish_rank(rank, error);
+  finish_task(task, error);
 }
 
-void SimWorld::finish_rank(int rank, std::exception_ptr error) {
-  RankOutcome& outcome = outcomes_[static_cast<size_t>(rank)];
-  outcome.end_s = scheduler_->now_s(rank);
+void SimWorld::finish_task(int task, std::exception_ptr error) {
+  RankOutcome& outcome = outcomes_[static_cast<size_t>(task)];
+  outcome.end_s = scheduler_->now_s(task);
   if (!error) {
-    matcher_->rank_exited(rank);
-    recorder_->record(rank, {{"type", "exit"}, {"time_s", outcome.end_s}});
+    matcher_->rank_exited(task);
+    recorder_->record(task, {{"type", "exit"}, {"time_s", outcome.end_s}});
     return;
   }
   outcome.ok = false;
@@ -143,9 +158,9 @@ void SimWorld::finish_rank(int rank, std::exception_ptr error) {
     outcome.exit_code = kExitCorrectness;
     outcome.error = "internal error: an exception that is not a std::exception";
   }
-  if (!outcome.secondary && root_cause_rank_ < 0) root_cause_rank_ = rank;
-  matcher_->rank_failed(rank, "failed: " + outcome.error);
-  recorder_->record(rank, {{"type", "error"},
+  if (!outcome.secondary && root_cause_rank_ < 0) root_cause_rank_ = groups_.rank_of(task);
+  matcher_->rank_failed(task, "failed: " + outcome.error);
+  recorder_->record(task, {{"type", "error"},
                            {"time_s", outcome.end_s},
                            {"exit_code", outcome.exit_code},
                            {"message", outcome.error}});
@@ -156,13 +171,13 @@ SimResult SimWorld::result() const {
   result.world = options_.world;
   result.seed = options_.seed;
   result.faults = options_.faults.to_string();
-  result.ranks = outcomes_;
+  result.ranks = groups_.by_rank(outcomes_);
   result.fired = faults_->fired();
   result.root_cause_rank = root_cause_rank_;
   // Without a primary failure (no rank fails only secondarily, but a result must never read "all
   // ok" while a rank failed), the lowest failed rank stands in.
-  for (size_t rank = 0; rank < outcomes_.size() && result.root_cause_rank < 0; ++rank) {
-    if (!outcomes_[rank].ok) result.root_cause_rank = static_cast<int>(rank);
+  for (size_t rank = 0; rank < result.ranks.size() && result.root_cause_rank < 0; ++rank) {
+    if (!result.ranks[rank].ok) result.root_cause_rank = static_cast<int>(rank);
   }
   result.event_log_hash = recorder_->hash();
   result.event_log = recorder_->to_json();

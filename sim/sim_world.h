@@ -16,6 +16,11 @@
 //   - each rank has a simulated clock: compute adds flops / peak, collectives the ring alpha-beta
 //     time of HardwareProfile, completions ordered by simulated time plus seeded jitter.
 //
+// Ranks known to make the same calls can share one fiber (SimOptions::rank_groups): it runs as
+// the group's lowest rank at the full world size, and results and reports list every rank, at
+// the cost of one rank per group. A program that polls (Work::done) sees wake-ups from fewer
+// fibers, so sharing is for programs that only wait.
+//
 //   SimOptions options{.world = 4, .seed = 7, .faults = FaultPlan::parse("late,reorder")};
 //   SimResult result = SimWorld(options).run([](SimRank& sim) {
 //     Tensor shard = Tensor::full({8}, float(sim.rank()));
@@ -40,6 +45,7 @@
 #include "core/base/rng.h"
 #include "sim/fault_plan.h"
 #include "sim/hardware_profile.h"
+#include "sim/rank_groups.h"
 #include "sim/sim_allocator.h"
 
 namespace zero3 {
@@ -58,16 +64,24 @@ struct SimOptions {
   double jitter_fraction = 0.1;         // a collective takes up to this fraction longer (schedule stream)
   size_t fiber_stack_bytes = 256 << 10;  // per rank; committed only as touched; overflow hits a guard page
   Kernels* kernels = nullptr;           // under the hazard checker; null: cpu_kernels()
+  // Groups of ranks that make the same calls, each run once (rank_groups.h); empty: every rank
+  // runs. Shared groups need a run without faults (one would hit one rank, which its group could
+  // not show) and issue meta collectives only. Without jitter a shared run reports what the
+  // unshared one does; with it, it is another sample (jitter and the tie-breaks share a stream,
+  // and fewer fibers take fewer tie-breaks).
+  std::vector<std::vector<int>> rank_groups{};
 };
 
 // What one rank's program sees.
 class SimRank {
  public:
-  SimRank(int rank, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
+  SimRank(int rank, int task, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
           FaultInjector& faults, Recorder& recorder);
   ~SimRank();
 
   int rank() const { return rank_; }
+  // The fiber this rank runs on: the rank itself unless SimOptions::rank_groups shares it.
+  int task() const { return task_; }
   int world() const { return world_; }
   uint64_t seed() const { return seed_; }
   Communicator& comm();
@@ -75,7 +89,7 @@ class SimRank {
   const SimAllocator& allocator() const { return allocator_; }
   Kernels& kernels();  // HazardCheckingKernels over SimOptions::kernels
   Recorder& recorder() { return recorder_; }
-  void record(nlohmann::json event);  // recorder().record(rank(), event)
+  void record(nlohmann::json event);  // recorder().record(task(), event)
 
   // The rank's clock advances by flops / peak_flops; a fault site (stall, crash); lets others run.
   void advance_compute(double flops);
@@ -87,6 +101,7 @@ class SimRank {
 
  private:
   int rank_;
+  int task_;
   int world_;
   uint64_t seed_;
   HardwareProfile hardware_;
@@ -111,11 +126,11 @@ struct SimResult {
   int world = 1;
   uint64_t seed = 0;
   std::string faults;  // FaultPlan::to_string()
-  std::vector<RankOutcome> ranks;
+  std::vector<RankOutcome> ranks;  // by rank: a shared fiber's outcome once for each rank it ran as
   std::vector<FiredFault> fired;
   int root_cause_rank = -1;  // the first rank to fail with an error of its own; -1 when all ok
   uint64_t event_log_hash = 0;
-  nlohmann::json event_log;  // Recorder::to_json()
+  nlohmann::json event_log;  // Recorder::to_json(): one log per fiber, so per rank unless shared
 
   bool all_ok() const { return root_cause_rank < 0; }
   int exit_code() const;            // 0, or the root cause's exit code
@@ -133,22 +148,24 @@ class SimWorld {
   // Runs `program` on every rank to its end, once per world. Never throws for a rank's error: it is
   // captured in the result.
   SimResult run(const std::function<void(SimRank&)>& program);
-  // A rank after (or during) the run: its allocator's peaks, its clock.
+  // A rank after (or during) the run: its allocator's peaks, its clock (its group's, when shared).
   const SimRank& rank(int rank) const;
   const SimOptions& options() const { return options_; }
+  const RankGroups& groups() const { return groups_; }
 
  private:
-  void run_rank(int rank, const std::function<void(SimRank&)>& program);
-  void finish_rank(int rank, std::exception_ptr error);
+  void run_task(int task, const std::function<void(SimRank&)>& program);
+  void finish_task(int task, std::exception_ptr error);
   SimResult result() const;
 
   SimOptions options_;
+  RankGroups groups_;
   std::unique_ptr<Recorder> recorder_;
   std::unique_ptr<FaultInjector> faults_;
   std::unique_ptr<FiberScheduler> scheduler_;
   std::unique_ptr<CollectiveMatcher> matcher_;
-  std::vector<std::unique_ptr<SimRank>> ranks_;
-  std::vector<RankOutcome> outcomes_;
+  std::vector<std::unique_ptr<SimRank>> ranks_;  // by task
+  std::vector<RankOutcome> outcomes_;           // by task
   int root_cause_rank_ = -1;
   bool ran_ = false;
 };

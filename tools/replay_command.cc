@@ -156,7 +156,8 @@ void add_replay_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "shape", "functional"}))
       ->capture_default_str();
   command->add_flag("--full-simulation", flags->full_simulation,
-                    "simulate every rank on the SimWorld even for an SPMD trace (slower; checks the symmetric shortcut)");
+                    "simulate every rank on the SimWorld even for an SPMD trace (slower; checks the symmetric shortcut). "
+                    "Ranks whose event streams are identical share one simulated engine; each is still reported");
   command->callback([flags] { replay(*flags); });
 }
 

@@ -79,22 +79,25 @@ ReplayFailure failure_of(const RankOutcome& outcome) {
 
 // Collectives that match in signature but move different parameters: NCCL would not hang, it
 // would silently hand one rank's expert to another. The matcher checks signatures only.
-void check_same_parameters(const nlohmann::json& rank_logs, ShapeReplayResult& result) {
-  std::vector<std::vector<const nlohmann::json*>> by_rank;
-  for (const auto& events : rank_logs) {
-    by_rank.emplace_back();
+// `task_logs` has one event log per fiber; the groups are in rank order, so the first group that
+// differs from rank 0's holds the lowest rank that does.
+void check_same_parameters(const nlohmann::json& task_logs, const RankGroups& groups, ShapeReplayResult& result) {
+  std::vector<std::vector<const nlohmann::json*>> by_task;
+  for (const auto& events : task_logs) {
+    by_task.emplace_back();
     for (const auto& event : events) {
-      if (event.value("type", "") == "collective") by_rank.back().push_back(&event);
+      if (event.value("type", "") == "collective") by_task.back().push_back(&event);
     }
   }
-  for (size_t seq = 0; !by_rank.empty() && seq < by_rank[0].size(); ++seq) {
-    for (size_t rank = 1; rank < by_rank.size(); ++rank) {
-      if (seq >= by_rank[rank].size()) continue;
-      const nlohmann::json& a = *by_rank[0][seq];
-      const nlohmann::json& b = *by_rank[rank][seq];
+  for (size_t seq = 0; !by_task.empty() && seq < by_task[0].size(); ++seq) {
+    for (size_t task = 1; task < by_task.size(); ++task) {
+      if (seq >= by_task[task].size()) continue;
+      const nlohmann::json& a = *by_task[0][seq];
+      const nlohmann::json& b = *by_task[task][seq];
       if (a.at("params") == b.at("params")) continue;
+      const int rank = groups.rank_of(static_cast<int>(task));
       result.findings.push_back(
-          {.kind = "silent_divergence", .rank = static_cast<int>(rank), .step = b.at("step").get<int64_t>(),
+          {.kind = "silent_divergence", .rank = rank, .step = b.at("step").get<int64_t>(),
            .module = b.at("module").get<std::string>(), .param = "",
            .detail = "collective #" + std::to_string(seq) + " " + a.at("op").get<std::string>() + " has the same "
                      "signature on every rank but moves different parameters: rank 0 at module '" +
@@ -115,27 +118,62 @@ void replay_symmetric(const Trace& trace, const ReplayOptions& options, ShapeRep
   result.collectives = {comm.log()};
 }
 
+// What a rank that shared `simulated`'s fiber reports: the same results under its own number. The
+// timeline (compute spans, memory samples) is the simulated rank's, so it is not copied per rank.
+RankReplay sharing_rank(const RankReplay& simulated, int rank) {
+  RankReplay out{.rank = rank, .simulated_rank = simulated.rank, .compute = {}, .step_start_s = simulated.step_start_s,
+                 .step_end_s = simulated.step_end_s, .compute_busy_s = simulated.compute_busy_s,
+                 .step_compute_s = simulated.step_compute_s, .peaks = simulated.peaks,
+                 .peak_total = simulated.peak_total, .memory = {}, .findings = simulated.findings,
+                 .counters = simulated.counters, .finished = simulated.finished};
+  for (Finding& finding : out.findings) finding.rank = rank;
+  return out;
+}
+
 void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayResult& result) {
   SimOptions sim_options;
   sim_options.world = result.world;
   sim_options.hardware = options.hardware;
   sim_options.jitter_fraction = 0.0;        // the prediction is the cost model's, not a sample
   sim_options.fiber_stack_bytes = 1 << 20;  // the engine and the driver run on the fiber stacks
+  if (options.share_identical_ranks) sim_options.rank_groups = ranks_by_event_stream(trace, result.world);
   SimWorld world(sim_options);
-  result.ranks.resize(static_cast<size_t>(result.world));
+  const RankGroups& groups = world.groups();
+  std::vector<RankReplay> simulated(static_cast<size_t>(groups.tasks()));
   const SimResult sim = world.run([&](SimRank& rank) {
-    RankReplay& out = result.ranks[static_cast<size_t>(rank.rank())];
+    RankReplay& out = simulated[static_cast<size_t>(rank.task())];
     out.rank = rank.rank();
+    out.simulated_rank = rank.rank();
     SimClock clock(rank);
     replay_rank(trace, options, rank.comm(), rank.allocator(), clock, rank.kernels(), out);
   });
   if (!sim.all_ok()) result.failure = failure_of(sim.ranks[static_cast<size_t>(sim.root_cause_rank)]);
-  const nlohmann::json& logs = sim.event_log.at("ranks");
-  for (const auto& events : logs) result.collectives.push_back(collectives_from_event_log(events));
-  check_same_parameters(logs, result);
+  const nlohmann::json& logs = sim.event_log.at("ranks");  // one per fiber
+  result.ranks.resize(static_cast<size_t>(result.world));
+  result.collectives.resize(static_cast<size_t>(result.world));
+  for (int task = 0; task < groups.tasks(); ++task) {
+    const size_t lowest = static_cast<size_t>(groups.rank_of(task));
+    result.ranks[lowest] = std::move(simulated[static_cast<size_t>(task)]);
+    result.collectives[lowest] = collectives_from_event_log(logs.at(static_cast<size_t>(task)));
+    for (int rank : groups.ranks_of(task)) {
+      if (static_cast<size_t>(rank) == lowest) continue;
+      result.ranks[static_cast<size_t>(rank)] = sharing_rank(result.ranks[lowest], rank);
+    }
+  }
+  check_same_parameters(logs, groups, result);
 }
 
 }  // namespace
+
+const RankReplay& ShapeReplayResult::simulated(const RankReplay& rank) const {
+  return ranks.at(static_cast<size_t>(rank.simulated_rank));
+}
+
+const std::vector<TraceCollective>& ShapeReplayResult::collectives_of(const RankReplay& rank) const {
+  static const std::vector<TraceCollective> none;
+  const size_t index = static_cast<size_t>(rank.simulated_rank);
+  return index < collectives.size() ? collectives[index] : none;
+}
 
 int ShapeReplayResult::exit_code() const {
   if (failure) return failure->exit_code;

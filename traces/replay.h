@@ -6,9 +6,14 @@
 //   - symmetric: an SPMD trace (every rank runs the same events) replays ONE representative rank
 //     over a SymmetricCommunicator of world W. Every rank is assumed to issue the same collectives,
 //     which the identical events guarantee, so GPT-3 at 1024 ranks costs one engine, not 1024.
-//   - full: a rank-divergent trace (per-rank groups, e.g. MoE routing) runs every rank as a fiber
-//     of a SimWorld with its own engine, where mismatched collectives and deadlocks are found and
-//     reported with each rank's call and module. `full_simulation` forces this for SPMD traces.
+//   - full: a rank-divergent trace (per-rank groups, e.g. MoE routing) runs on a SimWorld, where
+//     mismatched collectives and deadlocks are found and reported with each rank's call and
+//     module. Ranks with identical event streams run the same program (the engine's decisions
+//     depend on the events and W, not on the rank's number), so each such group runs once, as a
+//     fiber with its own engine at world W, and every rank of the group reports its results:
+//     Mixtral's two routings at 1024 ranks cost two engines, not 1024. `full_simulation` forces
+//     this path for SPMD traces; `share_identical_ranks = false` gives every rank its own fiber,
+//     which is how the tests check that sharing changes nothing.
 //
 //   ReplayOptions options{.world = 1024};
 //   ShapeReplayResult result = replay_trace(load_trace("traces/models/gpt3-175b.json"), options);
@@ -31,6 +36,7 @@ struct ReplayOptions {
   TrainConfig config;
   HardwareProfile hardware{};
   bool full_simulation = false;
+  bool share_identical_ranks = true;  // full simulation: one fiber per group of identical ranks
   // Called after every replayed step of rank 0 (steps done, steps in all).
   std::function<void(int64_t, int64_t)> on_progress;
 };
@@ -46,11 +52,14 @@ struct ShapeReplayResult {
   std::string simulation{};  // "symmetric" or "full"
   int world = 1;
   int64_t steps = 0;
-  std::vector<RankReplay> ranks{};                          // one (rank 0) when symmetric
-  std::vector<std::vector<TraceCollective>> collectives{};  // by simulated rank
+  std::vector<RankReplay> ranks{};                          // every rank; one (rank 0) when symmetric
+  std::vector<std::vector<TraceCollective>> collectives{};  // by rank; empty where a rank shares a simulation
   std::optional<ReplayFailure> failure{};
   std::vector<Finding> findings{};                          // every rank's, then cross-rank ones
   int exit_code() const;                                  // 0, 2 (correctness) or 3 (liveness)
+  // The rank that was simulated for `rank` (itself, or the one it shares with): its timeline.
+  const RankReplay& simulated(const RankReplay& rank) const;
+  const std::vector<TraceCollective>& collectives_of(const RankReplay& rank) const;
 };
 
 // The world a replay runs at: `requested`, else the trace's recorded world, else 1.

@@ -45,6 +45,10 @@ struct Finding {
 // What one replayed rank leaves behind: its timeline, memory and findings.
 struct RankReplay {
   int rank = 0;
+  // The rank whose simulation this one shares (ranks with identical event streams run once, as
+  // the lowest of them; traces/replay.h), else its own. A sharing rank holds the same results under
+  // its own number, but not the timeline (compute, memory): ShapeReplayResult::simulated has it.
+  int simulated_rank = 0;
   std::vector<TimelineSpan> compute{};  // spans on the compute stream; they nest
   std::vector<double> step_start_s{};
   std::vector<double> step_end_s{};

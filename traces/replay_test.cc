@@ -88,14 +88,19 @@ TEST(Replay, TheSymmetricShortcutPredictsWhatTheFullSimulatorDoesForAnSpmdTrace)
   ReplayOptions options = bf16_options(4);
   const ShapeReplayResult symmetric = replay_trace(trace, options);
   options.full_simulation = true;
-  const ShapeReplayResult full = replay_trace(trace, options);
-  ASSERT_EQ(full.simulation, "full");
-  ASSERT_FALSE(full.failure.has_value());
-  for (const RankReplay& rank : full.ranks) {
-    EXPECT_EQ(rank.step_end_s, symmetric.ranks[0].step_end_s) << "rank " << rank.rank;
-    EXPECT_EQ(rank.peak_total.bytes, symmetric.ranks[0].peak_total.bytes) << "rank " << rank.rank;
+  // Every rank on a fiber of its own, and the four identical ranks sharing one.
+  for (const bool share : {false, true}) {
+    options.share_identical_ranks = share;
+    const ShapeReplayResult full = replay_trace(trace, options);
+    ASSERT_EQ(full.simulation, "full");
+    ASSERT_FALSE(full.failure.has_value());
+    ASSERT_EQ(full.ranks.size(), 4u);
+    for (const RankReplay& rank : full.ranks) {
+      EXPECT_EQ(rank.step_end_s, symmetric.ranks[0].step_end_s) << "rank " << rank.rank << " share " << share;
+      EXPECT_EQ(rank.peak_total.bytes, symmetric.ranks[0].peak_total.bytes) << "rank " << rank.rank << " share " << share;
+    }
+    EXPECT_EQ(full.collectives_of(full.ranks[3]).size(), symmetric.collectives[0].size()) << "share " << share;
   }
-  EXPECT_EQ(full.collectives[3].size(), symmetric.collectives[0].size());
 }
 
 Trace trace_from(const char* text) { return read_trace(nlohmann::json::parse(text), "test.json"); }

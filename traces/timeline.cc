@@ -32,24 +32,23 @@ const char* timeline_track_name(int track) {
 
 Timeline build_timeline(const ShapeReplayResult& result, const std::string& title) {
   Timeline timeline{.title = title, .world = result.world, .symmetric = result.simulation == "symmetric"};
-  for (size_t index = 0; index < result.ranks.size(); ++index) {
-    const RankReplay& rank = result.ranks[index];
+  for (const RankReplay& rank : result.ranks) {
+    // A rank that shared another's simulation has its timeline: the same spans on its own tracks.
+    const RankReplay& simulated = result.simulated(rank);
     timeline.ranks.push_back(rank.rank);
-    for (const TimelineSpan& span : rank.compute) {
+    for (const TimelineSpan& span : simulated.compute) {
       timeline.events.push_back({.name = span.name, .category = span.category, .rank = rank.rank, .track = kComputeTrack,
                                  .start_ns = to_ns(span.start_s), .end_ns = to_ns(span.end_s)});
     }
-    if (index < result.collectives.size()) {
-      for (const TraceCollective& call : result.collectives[index]) {
-        timeline.events.push_back(
-            {.name = call.op + (call.module.empty() ? " (" + call.phase + ")" : " " + call.module),
-             .category = call.op, .rank = rank.rank, .track = track_of(call.op), .start_ns = to_ns(call.start_s),
-             .end_ns = to_ns(call.start_s + call.duration_s),
-             .args = {{"sequence", call.sequence}, {"dtype", call.dtype}, {"count", call.count}, {"bytes", call.bytes},
-                      {"phase", call.phase}, {"step", call.step}}});
-      }
+    for (const TraceCollective& call : result.collectives_of(rank)) {
+      timeline.events.push_back(
+          {.name = call.op + (call.module.empty() ? " (" + call.phase + ")" : " " + call.module),
+           .category = call.op, .rank = rank.rank, .track = track_of(call.op), .start_ns = to_ns(call.start_s),
+           .end_ns = to_ns(call.start_s + call.duration_s),
+           .args = {{"sequence", call.sequence}, {"dtype", call.dtype}, {"count", call.count}, {"bytes", call.bytes},
+                    {"phase", call.phase}, {"step", call.step}}});
     }
-    timeline.memory.push_back({rank.rank, rank.memory});
+    timeline.memory.push_back({rank.rank, simulated.memory});
   }
   // Longest first among equal starts, so a parent comes before the children it encloses.
   std::stable_sort(timeline.events.begin(), timeline.events.end(), [](const TimelineEvent& a, const TimelineEvent& b) {

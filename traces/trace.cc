@@ -1,10 +1,14 @@
 // Trace helpers (per-rank expansion) and the writer: compact JSON, one entry per line.
 #include "traces/trace.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <sstream>
 
 #include "core/base/atomic_file.h"
+#include "core/base/hash.h"
 
 namespace zero3 {
 
@@ -63,6 +67,56 @@ std::vector<TraceEvent> events_for(const TraceStep& step, int rank) {
     out.insert(out.end(), list.begin(), list.end());
   }
   return out;
+}
+
+namespace {
+
+using EventStream = std::vector<std::vector<TraceEvent>>;  // by step
+
+uint64_t stream_hash(const EventStream& stream) {
+  Fnv1a hash;
+  for (const std::vector<TraceEvent>& events : stream) {
+    hash.add_u64(events.size());
+    for (const TraceEvent& event : events) {
+      // Field by field: the struct's padding bytes are not part of the event.
+      uint64_t flops_bits = 0;
+      std::memcpy(&flops_bits, &event.flops, sizeof flops_bits);
+      hash.add_u64(static_cast<uint64_t>(event.kind));
+      hash.add_u64(static_cast<uint64_t>(static_cast<uint32_t>(event.module)));
+      hash.add_u64(static_cast<uint64_t>(static_cast<uint32_t>(event.param)));
+      hash.add_u64(flops_bits);
+      hash.add_u64(static_cast<uint64_t>(event.activation_bytes));
+    }
+  }
+  return hash.value();
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> ranks_by_event_stream(const Trace& trace, int world) {
+  std::vector<std::vector<int>> groups;
+  if (!trace.divergent()) {
+    groups.emplace_back(static_cast<size_t>(world));
+    for (int rank = 0; rank < world; ++rank) groups[0][static_cast<size_t>(rank)] = rank;
+    return groups;
+  }
+  std::vector<EventStream> streams;                // of each group, as its lowest rank runs it
+  std::multimap<uint64_t, size_t> groups_by_hash;  // only narrows the comparisons down
+  for (int rank = 0; rank < world; ++rank) {
+    EventStream stream;
+    for (const TraceStep& step : trace.steps) stream.push_back(events_for(step, rank));
+    const uint64_t hash = stream_hash(stream);
+    const auto [begin, end] = groups_by_hash.equal_range(hash);
+    const auto same = std::find_if(begin, end, [&](const auto& entry) { return streams[entry.second] == stream; });
+    if (same != end) {
+      groups[same->second].push_back(rank);
+      continue;
+    }
+    groups_by_hash.emplace(hash, groups.size());
+    groups.push_back({rank});
+    streams.push_back(std::move(stream));
+  }
+  return groups;
 }
 
 namespace {

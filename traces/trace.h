@@ -121,6 +121,10 @@ struct Trace {
 
 // The step's events as rank `rank` runs them.
 std::vector<TraceEvent> events_for(const TraceStep& step, int rank);
+// The ranks of `world` grouped by their event streams (every step's events_for), each group
+// ascending and the groups in order of their lowest rank: ranks of one group run the same events,
+// so a full replay simulates each group once. An SPMD trace is one group.
+std::vector<std::vector<int>> ranks_by_event_stream(const Trace& trace, int world);
 
 // Validates everything (structure, references, nesting) and throws InputError naming `source`, the
 // JSON path and what was expected. A newer version is rejected.
