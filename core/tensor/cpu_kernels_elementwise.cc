@@ -38,23 +38,33 @@ void binary_loop(F f, const Tensor& a, const float* pa, const Tensor& b, const f
   const int64_t n = out.numel();
   const Shape& shape = out.shape();
   if (a.shape() == shape && b.shape() == shape) {
-    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], pb[i]);
+    });
   } else if (a.shape() == shape && b.numel() == 1) {
     const float vb = pb[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], vb);
+    parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = f(pa[i], vb);
+    });
   } else if (b.shape() == shape && a.numel() == 1) {
     const float va = pa[0];
-    for (int64_t i = 0; i < n; ++i) po[i] = f(va, pb[i]);
+    parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = f(va, pb[i]);
+    });
   } else if (a.shape() == shape && is_trailing_block(b.shape(), shape)) {
     const int64_t inner = b.numel();
-    for (int64_t row = 0; row < n; row += inner) {
-      for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[row + i], pb[i]);
-    }
+    parallel_blocks(n / inner, rows_per_block(inner), [&](int64_t first, int64_t last) {
+      for (int64_t row = first * inner; row < last * inner; row += inner) {
+        for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[row + i], pb[i]);
+      }
+    });
   } else if (b.shape() == shape && is_trailing_block(a.shape(), shape)) {
     const int64_t inner = a.numel();
-    for (int64_t row = 0; row < n; row += inner) {
-      for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[i], pb[row + i]);
-    }
+    parallel_blocks(n / inner, rows_per_block(inner), [&](int64_t first, int64_t last) {
+      for (int64_t row = first * inner; row < last * inner; row += inner) {
+        for (int64_t i = 0; i < inner; ++i) po[row + i] = f(pa[i], pb[row + i]);
+      }
+    });
   } else {
     for_each_row(shape, aligned_strides(a.shape(), shape), aligned_strides(b.shape(), shape),
                  [&](int64_t offset, int64_t oa, int64_t ob, int64_t count, int64_t sa, int64_t sb) {
@@ -82,12 +92,17 @@ ZERO3_AVX2_CLONES void adamw_loop(float* p, const float* g, float* m, float* v, 
   }
 }
 
+// Each column summed over the rows in row order; threads take blocks of columns, so every
+// column's order, and its bits, stay those of one thread.
 void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
-  std::vector<double> totals(static_cast<size_t>(cols), 0.0);
-  for (int64_t row = 0; row < in_numel; row += cols) {
-    for (int64_t c = 0; c < cols; ++c) totals[c] += in[row + c];
-  }
-  for (int64_t c = 0; c < cols; ++c) out[c] = static_cast<float>(totals[c]);
+  const int64_t rows = in_numel / cols;
+  parallel_blocks(cols, rows_per_block(rows), [&](int64_t first, int64_t last) {
+    std::vector<double> totals(static_cast<size_t>(last - first), 0.0);
+    for (int64_t row = 0; row < in_numel; row += cols) {
+      for (int64_t c = first; c < last; ++c) totals[c - first] += in[row + c];
+    }
+    for (int64_t c = first; c < last; ++c) out[c] = static_cast<float>(totals[c - first]);
+  });
 }
 
 }  // namespace
@@ -139,11 +154,13 @@ void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
   const float* pi = input.get();
   float* po = output.get();
   const int64_t n = in.numel();
-  if (op == UnaryOp::gelu) {
-    gelu_loop(pi, po, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
-  }
+  parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
+    if (op == UnaryOp::gelu) {
+      gelu_loop(pi + begin, po + begin, end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
+    }
+  });
 }
 
 void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
@@ -154,25 +171,35 @@ void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad
   const float* pg = upstream.get();
   float* po = output.get();
   const int64_t n = in.numel();
-  if (op == UnaryOp::gelu) {
-    gelu_backward_loop(pi, pg, po, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
-  }
+  parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
+    if (op == UnaryOp::gelu) {
+      gelu_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
+    }
+  });
 }
 
 void CpuKernels::scale(const Tensor& in, float factor, Tensor& out) {
   ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
-  const FloatsIn pi = read(in);
-  FloatsOut po = write(out);
-  for (int64_t i = 0; i < in.numel(); ++i) po[i] = pi[i] * factor;
+  const FloatsIn input = read(in);
+  FloatsOut output = write(out);
+  const float* pi = input.get();
+  float* po = output.get();
+  parallel_blocks(in.numel(), kElementBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = pi[i] * factor;
+  });
 }
 
 void CpuKernels::add_into(Tensor& accumulator, const Tensor& addend) {
   ZERO3_CHECK(accumulator.shape() == addend.shape(), "add_into " + describe(accumulator) + " += " + describe(addend));
-  const FloatsIn pb = read(addend);
-  FloatsOut pa = write(accumulator);
-  for (int64_t i = 0; i < accumulator.numel(); ++i) pa[i] += pb[i];
+  const FloatsIn addend_floats = read(addend);
+  FloatsOut accumulator_floats = write(accumulator);
+  const float* pb = addend_floats.get();
+  float* pa = accumulator_floats.get();
+  parallel_blocks(accumulator.numel(), kElementBlock, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) pa[i] += pb[i];
+  });
 }
 
 void CpuKernels::fill(Tensor& out, float value) { fill_range(out, 0, out.numel(), value); }
@@ -282,7 +309,9 @@ void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tenso
               "adamw on " + describe(param));
   const FloatsIn g = read(grad);
   FloatsOut p = write(param), m = write(exp_avg), v = write(exp_avg_sq);
-  adamw_loop(p.get(), g.get(), m.get(), v.get(), param.numel(), c);
+  parallel_blocks(param.numel(), kElementBlock, [&](int64_t begin, int64_t end) {
+    adamw_loop(p.get() + begin, g.get() + begin, m.get() + begin, v.get() + begin, end - begin, c);
+  });
 }
 
 }  // namespace zero3

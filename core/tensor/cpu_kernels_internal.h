@@ -1,7 +1,12 @@
 // The CpuKernels class and the helpers its files (cpu_kernels*.cc) share; private to those files.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "core/tensor/kernels.h"
 
@@ -46,6 +51,30 @@ class FloatsOut {
 #else
 #define ZERO3_AVX2_CLONES
 #endif
+
+// body(begin, end) over [0, count) in fixed blocks of `block` items, the blocks shared among
+// OpenMP's threads (OMP_NUM_THREADS, as OpenBLAS takes OPENBLAS_NUM_THREADS) when there are at
+// least two blocks' worth of work. Only for loops whose items are independent (an element, or a
+// row, computed from its own inputs in its own order): then the split changes nothing but which
+// thread computes what, and the bits are the same at every thread count. Bodies must not throw.
+// Small tensors stay on the calling thread: a parallel region costs microseconds.
+template <class Body>
+void parallel_blocks(int64_t count, int64_t block, Body body) {
+  const int64_t blocks = block > 0 ? (count + block - 1) / block : 0;
+#ifdef _OPENMP
+  if (blocks >= 2 && omp_get_max_threads() > 1) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < blocks; ++b) body(b * block, std::min(count, (b + 1) * block));
+    return;
+  }
+#endif
+  if (count > 0) body(0, count);
+}
+
+// Items per block for elementwise loops (a block is a few microseconds of work), and the rows of
+// a row-wise kernel that make about as much.
+inline constexpr int64_t kElementBlock = 16384;
+inline int64_t rows_per_block(int64_t columns) { return std::max<int64_t>(1, kElementBlock / std::max<int64_t>(1, columns)); }
 
 // Every operand of a kernel lives on the kernels' device; anything else is a programmer error.
 // Inline: it guards every operand of every kernel, and the call alone was measurable.

@@ -16,21 +16,23 @@ void CpuKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
               "layer_norm sizes: x " + describe(x) + " gamma " + describe(gamma));
   const FloatsIn px = read(x), pg = read(gamma), pb = read(beta);
   FloatsOut po = write(out), pm = write(mean), pr = write(rstd);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px.get() + r * cols;
-    double total = 0.0;
-    for (int64_t c = 0; c < cols; ++c) total += row[c];
-    const double mu = cols > 0 ? total / static_cast<double>(cols) : 0.0;
-    double squares = 0.0;
-    for (int64_t c = 0; c < cols; ++c) squares += (row[c] - mu) * (row[c] - mu);
-    const double variance = cols > 0 ? squares / static_cast<double>(cols) : 0.0;
-    const double inv = 1.0 / std::sqrt(variance + static_cast<double>(eps));
-    pm[r] = static_cast<float>(mu);
-    pr[r] = static_cast<float>(inv);
-    for (int64_t c = 0; c < cols; ++c) {
-      po[r * cols + c] = static_cast<float>((row[c] - mu) * inv) * pg[c] + pb[c];
+  parallel_blocks(rows, rows_per_block(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = px.get() + r * cols;
+      double total = 0.0;
+      for (int64_t c = 0; c < cols; ++c) total += row[c];
+      const double mu = cols > 0 ? total / static_cast<double>(cols) : 0.0;
+      double squares = 0.0;
+      for (int64_t c = 0; c < cols; ++c) squares += (row[c] - mu) * (row[c] - mu);
+      const double variance = cols > 0 ? squares / static_cast<double>(cols) : 0.0;
+      const double inv = 1.0 / std::sqrt(variance + static_cast<double>(eps));
+      pm[r] = static_cast<float>(mu);
+      pr[r] = static_cast<float>(inv);
+      for (int64_t c = 0; c < cols; ++c) {
+        po[r * cols + c] = static_cast<float>((row[c] - mu) * inv) * pg[c] + pb[c];
+      }
     }
-  }
+  });
 }
 
 void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
@@ -42,32 +44,45 @@ void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
               "layer_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
   const FloatsIn px = read(x), pg = read(gamma), pm = read(mean), pr = read(rstd), pdy = read(grad_out);
   FloatsOut pdx = write(grad_x), pdgamma = write(grad_gamma), pdbeta = write(grad_beta);
-  std::vector<double> dgamma(static_cast<size_t>(cols), 0.0), dbeta(static_cast<size_t>(cols), 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = px.get() + r * cols;
-    const float* dy = pdy.get() + r * cols;
-    // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), with dxhat = dy * gamma.
-    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
-      const double dxhat = static_cast<double>(dy[c]) * pg[c];
-      sum_dxhat += dxhat;
-      sum_dxhat_xhat += dxhat * xhat;
-      dgamma[c] += dy[c] * xhat;
-      dbeta[c] += dy[c];
+  // Rows (dx) in blocks of rows, then the parameter gradients in blocks of columns, each column
+  // summed over the rows in row order: any thread count gives the bits of one.
+  parallel_blocks(rows, rows_per_block(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = px.get() + r * cols;
+      const float* dy = pdy.get() + r * cols;
+      // dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), with dxhat = dy * gamma.
+      double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
+        const double dxhat = static_cast<double>(dy[c]) * pg[c];
+        sum_dxhat += dxhat;
+        sum_dxhat_xhat += dxhat * xhat;
+      }
+      const double mean_dxhat = sum_dxhat / static_cast<double>(cols);
+      const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
+        const double dxhat = static_cast<double>(dy[c]) * pg[c];
+        pdx[r * cols + c] = static_cast<float>(pr[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+      }
     }
-    const double mean_dxhat = sum_dxhat / static_cast<double>(cols);
-    const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(cols);
-    for (int64_t c = 0; c < cols; ++c) {
-      const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
-      const double dxhat = static_cast<double>(dy[c]) * pg[c];
-      pdx[r * cols + c] = static_cast<float>(pr[r] * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+  });
+  parallel_blocks(cols, rows_per_block(rows), [&](int64_t first, int64_t last) {
+    std::vector<double> dgamma(static_cast<size_t>(last - first), 0.0), dbeta(static_cast<size_t>(last - first), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = px.get() + r * cols;
+      const float* dy = pdy.get() + r * cols;
+      for (int64_t c = first; c < last; ++c) {
+        const double xhat = (row[c] - pm[r]) * static_cast<double>(pr[r]);
+        dgamma[c - first] += dy[c] * xhat;
+        dbeta[c - first] += dy[c];
+      }
     }
-  }
-  for (int64_t c = 0; c < cols; ++c) {
-    pdgamma[c] = static_cast<float>(dgamma[c]);
-    pdbeta[c] = static_cast<float>(dbeta[c]);
-  }
+    for (int64_t c = first; c < last; ++c) {
+      pdgamma[c] = static_cast<float>(dgamma[c - first]);
+      pdbeta[c] = static_cast<float>(dbeta[c - first]);
+    }
+  });
 }
 
 void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
@@ -76,17 +91,19 @@ void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
   const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
   const FloatsIn ps = read(scores);
   FloatsOut po = write(out);
-  std::vector<double> exps(static_cast<size_t>(steps));  // each exponential computed once
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
-    const float* s = ps.get() + r * steps;
-    float* p = po.get() + r * steps;
-    const float row_max = *std::max_element(s, s + visible);
-    double denominator = 0.0;
-    for (int64_t j = 0; j < visible; ++j) denominator += exps[j] = std::exp(static_cast<double>(s[j]) - row_max);
-    for (int64_t j = 0; j < visible; ++j) p[j] = static_cast<float>(exps[j] / denominator);
-    std::fill(p + visible, p + steps, 0.0f);
-  }
+  parallel_blocks(rows, rows_per_block(steps), [&](int64_t first, int64_t last) {
+    std::vector<double> exps(static_cast<size_t>(steps));  // each exponential computed once
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
+      const float* s = ps.get() + r * steps;
+      float* p = po.get() + r * steps;
+      const float row_max = *std::max_element(s, s + visible);
+      double denominator = 0.0;
+      for (int64_t j = 0; j < visible; ++j) denominator += exps[j] = std::exp(static_cast<double>(s[j]) - row_max);
+      for (int64_t j = 0; j < visible; ++j) p[j] = static_cast<float>(exps[j] / denominator);
+      std::fill(p + visible, p + steps, 0.0f);
+    }
+  });
 }
 
 void CpuKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) {
@@ -95,15 +112,17 @@ void CpuKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_o
   const int64_t rows = steps == 0 ? 0 : out.numel() / steps;
   const FloatsIn pp = read(out), pg = read(grad_out);
   FloatsOut pd = write(grad_scores);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = pp.get() + r * steps;
-    const float* g = pg.get() + r * steps;
-    float* d = pd.get() + r * steps;
-    double dot = 0.0;
-    for (int64_t j = 0; j < steps; ++j) dot += static_cast<double>(p[j]) * g[j];
-    // Masked positions have p = 0, so their gradient is 0 without a separate mask.
-    for (int64_t j = 0; j < steps; ++j) d[j] = static_cast<float>(p[j] * (g[j] - dot));
-  }
+  parallel_blocks(rows, rows_per_block(steps), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* p = pp.get() + r * steps;
+      const float* g = pg.get() + r * steps;
+      float* d = pd.get() + r * steps;
+      double dot = 0.0;
+      for (int64_t j = 0; j < steps; ++j) dot += static_cast<double>(p[j]) * g[j];
+      // Masked positions have p = 0, so their gradient is 0 without a separate mask.
+      for (int64_t j = 0; j < steps; ++j) d[j] = static_cast<float>(p[j] * (g[j] - dot));
+    }
+  });
 }
 
 void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) {
@@ -111,20 +130,26 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
   ZERO3_CHECK(rows > 0 && vocab > 0 && targets.numel() == rows && probs.numel() == logits.numel() &&
                   loss.numel() == 1,
               "cross_entropy sizes: logits " + describe(logits) + " targets " + describe(targets));
-  double total = 0.0;
   const FloatsIn pl = read(logits), pt = read(targets);
   FloatsOut pp = write(probs), ploss = write(loss);
-  std::vector<double> exps(static_cast<size_t>(vocab));  // each exponential computed once
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = pl.get() + r * vocab;
-    float* p = pp.get() + r * vocab;
-    const float row_max = *std::max_element(row, row + vocab);
-    double denominator = 0.0;
-    for (int64_t v = 0; v < vocab; ++v) denominator += exps[v] = std::exp(static_cast<double>(row[v]) - row_max);
-    for (int64_t v = 0; v < vocab; ++v) p[v] = static_cast<float>(exps[v] / denominator);
-    const int64_t target = checked_row(pt[r], vocab);
-    total += std::log(denominator) + row_max - row[target];
-  }
+  std::vector<int64_t> target_of(static_cast<size_t>(rows));  // checked here: a parallel body must not throw
+  for (int64_t r = 0; r < rows; ++r) target_of[r] = checked_row(pt[r], vocab);
+  // Each row's loss term in parallel, their sum in row order afterwards: the bits of one thread.
+  std::vector<double> row_loss(static_cast<size_t>(rows));
+  parallel_blocks(rows, rows_per_block(vocab), [&](int64_t first, int64_t last) {
+    std::vector<double> exps(static_cast<size_t>(vocab));  // each exponential computed once
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = pl.get() + r * vocab;
+      float* p = pp.get() + r * vocab;
+      const float row_max = *std::max_element(row, row + vocab);
+      double denominator = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) denominator += exps[v] = std::exp(static_cast<double>(row[v]) - row_max);
+      for (int64_t v = 0; v < vocab; ++v) p[v] = static_cast<float>(exps[v] / denominator);
+      row_loss[r] = std::log(denominator) + row_max - row[target_of[r]];
+    }
+  });
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
   ploss[0] = static_cast<float>(total / static_cast<double>(rows));
 }
 
@@ -137,12 +162,16 @@ void CpuKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targe
   const float factor = read(grad_loss)[0] / static_cast<float>(rows);
   const FloatsIn pp = read(probs), pt = read(targets);
   FloatsOut pg = write(grad_logits);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = pp.get() + r * vocab;
-    float* g = pg.get() + r * vocab;
-    for (int64_t v = 0; v < vocab; ++v) g[v] = p[v] * factor;
-    g[checked_row(pt[r], vocab)] -= factor;
-  }
+  std::vector<int64_t> target_of(static_cast<size_t>(rows));  // checked here: a parallel body must not throw
+  for (int64_t r = 0; r < rows; ++r) target_of[r] = checked_row(pt[r], vocab);
+  parallel_blocks(rows, rows_per_block(vocab), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* p = pp.get() + r * vocab;
+      float* g = pg.get() + r * vocab;
+      for (int64_t v = 0; v < vocab; ++v) g[v] = p[v] * factor;
+      g[target_of[r]] -= factor;
+    }
+  });
 }
 
 }  // namespace zero3

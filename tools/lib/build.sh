@@ -13,7 +13,7 @@ fi
 
 # Debian packages the build needs; the CUDA toolkit and NCCL are optional and never installed here.
 ZERO3_PACKAGES=(cmake ninja-build g++ ccache googletest libgtest-dev librapidcheck-dev nlohmann-json3-dev
-                libcli11-dev libopenblas-dev libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch
+                libcli11-dev libopenblas-dev libopenblas0-openmp libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch
                 python3-venv python3-numpy python3-requests python3-yaml python3-typing-extensions)
 
 zero3_log() { printf 'zero3: %s\n' "$*" >&2; }
