@@ -195,6 +195,30 @@ def mutate_json(value, rng, log):
     return set_at(value, path, new)
 
 
+# A config mutant is trained (gpt-tiny, 2 ranks, 2 steps), and a micro-batch in the tens of
+# thousands is a valid config that needs tens of GB (65,536 was OOM-killed at 24 GB after a
+# minute): such a mutant is trained at this micro-batch instead, and the log says so. Values past
+# the schema's bound (2^20) are left as they are: their refusal (exit 1) is what they test. zero3
+# has no pre-flight memory check yet (a run that does not fit is killed by the OS).
+MAX_TRAINED_MICRO_BATCH = 1024
+SCHEMA_MAX_MICRO_BATCH = 1 << 20  # core/training/train_config.cc
+
+
+def clamp_micro_batch(path, log):
+    try:
+        config = json.load(open(path))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return
+    micro_batch = config.get("train_micro_batch_size_per_gpu") if isinstance(config, dict) else None
+    trainable_but_huge = MAX_TRAINED_MICRO_BATCH < micro_batch <= SCHEMA_MAX_MICRO_BATCH if isinstance(
+        micro_batch, int) and not isinstance(micro_batch, bool) else False
+    if trainable_but_huge:
+        config["train_micro_batch_size_per_gpu"] = MAX_TRAINED_MICRO_BATCH
+        with open(path, "w") as file:
+            json.dump(config, file, indent=1)
+        log.append(f"/train_micro_batch_size_per_gpu: {micro_batch} trained as {MAX_TRAINED_MICRO_BATCH} (memory)")
+
+
 def mutation_count(rng):
     return rng.choices([1, 2, 3], weights=[7, 2, 1])[0]
 
@@ -388,6 +412,8 @@ class Fuzz:
         else:
             shutil.copy(os.path.join(self.seeds, name), target)
             mutate_file(target, rng, log)
+            if kind == "config":
+                clamp_micro_batch(target, log)
         findings = []
         out = os.path.join(case_dir, "out")
         commands = self.commands(kind, target, out)
