@@ -7,6 +7,31 @@
 #include "core/base/errors.h"
 
 namespace zero3 {
+namespace {
+
+// p = softmax(x) over one row of n >= 1 values, in double from the row's max, each exponential
+// computed once (into `exps`, n doubles of scratch). Returns the max and the denominator, which
+// cross-entropy's loss needs.
+struct SoftmaxRow {
+  float max = 0.0f;
+  double denominator = 0.0;
+};
+SoftmaxRow softmax_row(const float* x, int64_t n, double* exps, float* p) {
+  SoftmaxRow row{.max = *std::max_element(x, x + n), .denominator = 0.0};
+  for (int64_t j = 0; j < n; ++j) row.denominator += exps[j] = std::exp(static_cast<double>(x[j]) - row.max);
+  for (int64_t j = 0; j < n; ++j) p[j] = static_cast<float>(exps[j] / row.denominator);
+  return row;
+}
+
+// Every target as a row index of a `vocab`-wide row, checked before any parallel loop reads it
+// (a parallel body must not throw).
+std::vector<int64_t> checked_targets(const FloatsIn& targets, int64_t rows, int64_t vocab) {
+  std::vector<int64_t> target_of(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) target_of[r] = checked_row(targets[r], vocab);
+  return target_of;
+}
+
+}  // namespace
 
 void CpuKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& out,
                                     Tensor& mean, Tensor& rstd) {
@@ -97,10 +122,7 @@ void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
       const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
       const float* s = ps.get() + r * steps;
       float* p = po.get() + r * steps;
-      const float row_max = *std::max_element(s, s + visible);
-      double denominator = 0.0;
-      for (int64_t j = 0; j < visible; ++j) denominator += exps[j] = std::exp(static_cast<double>(s[j]) - row_max);
-      for (int64_t j = 0; j < visible; ++j) p[j] = static_cast<float>(exps[j] / denominator);
+      softmax_row(s, visible, exps.data(), p);
       std::fill(p + visible, p + steps, 0.0f);
     }
   });
@@ -132,8 +154,7 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
               "cross_entropy sizes: logits " + describe(logits) + " targets " + describe(targets));
   const FloatsIn pl = read(logits), pt = read(targets);
   FloatsOut pp = write(probs), ploss = write(loss);
-  std::vector<int64_t> target_of(static_cast<size_t>(rows));  // checked here: a parallel body must not throw
-  for (int64_t r = 0; r < rows; ++r) target_of[r] = checked_row(pt[r], vocab);
+  const std::vector<int64_t> target_of = checked_targets(pt, rows, vocab);
   // Each row's loss term in parallel, their sum in row order afterwards: the bits of one thread.
   std::vector<double> row_loss(static_cast<size_t>(rows));
   parallel_blocks(rows, rows_per_block(vocab), [&](int64_t first, int64_t last) {
@@ -141,11 +162,8 @@ void CpuKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targe
     for (int64_t r = first; r < last; ++r) {
       const float* row = pl.get() + r * vocab;
       float* p = pp.get() + r * vocab;
-      const float row_max = *std::max_element(row, row + vocab);
-      double denominator = 0.0;
-      for (int64_t v = 0; v < vocab; ++v) denominator += exps[v] = std::exp(static_cast<double>(row[v]) - row_max);
-      for (int64_t v = 0; v < vocab; ++v) p[v] = static_cast<float>(exps[v] / denominator);
-      row_loss[r] = std::log(denominator) + row_max - row[target_of[r]];
+      const SoftmaxRow softmax = softmax_row(row, vocab, exps.data(), p);
+      row_loss[r] = std::log(softmax.denominator) + softmax.max - row[target_of[r]];
     }
   });
   double total = 0.0;
@@ -162,8 +180,7 @@ void CpuKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targe
   const float factor = read(grad_loss)[0] / static_cast<float>(rows);
   const FloatsIn pp = read(probs), pt = read(targets);
   FloatsOut pg = write(grad_logits);
-  std::vector<int64_t> target_of(static_cast<size_t>(rows));  // checked here: a parallel body must not throw
-  for (int64_t r = 0; r < rows; ++r) target_of[r] = checked_row(pt[r], vocab);
+  const std::vector<int64_t> target_of = checked_targets(pt, rows, vocab);
   parallel_blocks(rows, rows_per_block(vocab), [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       const float* p = pp.get() + r * vocab;
