@@ -206,8 +206,10 @@ def main():
                        "torch_ms": 1e3 * per_step["torch"],
                        "ratio_zero3_over_torch": per_step["zero3"] / per_step["torch"]}
                 rows.append(row)
-                print(f"{name:9} threads {thread_count}: zero3 {row['zero3_ms']:9.3f} ms/step  torch "
-                      f"{row['torch_ms']:9.3f} ms/step  zero3/torch {row['ratio_zero3_over_torch']:.3f}", flush=True)
+                # Four significant digits: a tiny model's step is hundredths of a millisecond, where
+                # a fixed three decimals would leave the times too coarse to give the ratio.
+                print(f"{name:9} threads {thread_count}: zero3 {row['zero3_ms']:#9.4g} ms/step  torch "
+                      f"{row['torch_ms']:#9.4g} ms/step  zero3/torch {row['ratio_zero3_over_torch']:.3f}", flush=True)
     if args.report:
         tmp = args.report + ".tmp"
         with open(tmp, "w") as file:

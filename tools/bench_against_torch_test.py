@@ -32,11 +32,22 @@ with tempfile.TemporaryDirectory() as work:
             failures.append(f"{model}: no result line in\n{result.stdout}")
             continue
         ours, theirs, ratio = map(float, line.groups())
-        if not (ours > 0 and theirs > 0 and abs(ratio - ours / theirs) <= 0.002 + 1e-3 * ratio):
-            failures.append(f"{model}: times {ours}, {theirs} and ratio {ratio} disagree")
         rows = json.load(open(report_path))["rows"]
         if len(rows) != 1 or rows[0]["model"] != model or rows[0]["threads"] != 1:
             failures.append(f"{model}: report rows {rows}")
+            continue
+        row = rows[0]
+        # The report holds the unrounded figures: its ratio is its times' quotient, and the printed
+        # line is the report rounded (4 significant digits for times, 3 decimals for the ratio).
+        if not (row["zero3_ms"] > 0 and row["torch_ms"] > 0 and
+                abs(row["ratio_zero3_over_torch"] - row["zero3_ms"] / row["torch_ms"]) <= 1e-9 * row["ratio_zero3_over_torch"]):
+            failures.append(f"{model}: report times {row['zero3_ms']}, {row['torch_ms']} and ratio "
+                            f"{row['ratio_zero3_over_torch']} disagree")
+        for printed, key in ((ours, "zero3_ms"), (theirs, "torch_ms")):
+            if abs(printed - row[key]) > 5e-4 * row[key]:
+                failures.append(f"{model}: printed {printed} ms but the report says {row[key]}")
+        if abs(ratio - row["ratio_zero3_over_torch"]) > 0.0005 + 1e-12:
+            failures.append(f"{model}: printed ratio {ratio} but the report says {row['ratio_zero3_over_torch']}")
     bad = run("--against", "torch", "--model", "gpt2-124m", "--threads", "1")
     if bad.returncode != 1 or "unknown model" not in bad.stderr:
         failures.append(f"an unmirrored model: exit {bad.returncode}, expected 1\n{bad.stderr}")
