@@ -77,6 +77,22 @@ TEST(TraceReader, ErrorsNameTheFileTheJsonPathAndWhatWasExpected) {
   EXPECT_NE(error_of(json).find("unknown key 'surprise'"), std::string::npos) << error_of(json);
 }
 
+// The input fuzz's finding: a repeat of 2^20 made `zero3 replay --timeline` run for minutes and
+// write gigabytes. The steps of a trace are bounded in all, the error naming the step that crosses.
+TEST(TraceReader, RefusesMoreThanTenThousandReplayedStepsInAllNamingTheRepeat) {
+  nlohmann::json json = small_trace();
+  json["steps"][0]["repeat"] = 10'000;
+  EXPECT_EQ(error_of(json), "");
+  json["steps"].push_back(json["steps"][0]);
+  json["steps"][1]["repeat"] = 1;
+  const std::string error = error_of(json);
+  EXPECT_NE(error.find("t.json: at /steps/1/repeat: expected a repeat that keeps the trace's steps in all"),
+            std::string::npos)
+      << error;
+  json["steps"][1].erase("repeat");  // the default repeat of 1 crosses too: the step itself is named
+  EXPECT_NE(error_of(json).find("at /steps/1: expected a repeat"), std::string::npos) << error_of(json);
+}
+
 TEST(TraceReader, RejectsEventsThatDoNotNestOrComeFromAModuleThatIsNotRunning) {
   nlohmann::json json = small_trace();
   json["steps"][0]["events"][5] = {"exit", "a"};
