@@ -11,14 +11,7 @@ namespace zero3 {
 
 namespace {
 
-struct LauncherVariables {
-  const char* launcher;
-  const char* rank;
-  const char* world;
-  const char* local_rank;
-};
-
-constexpr LauncherVariables kLaunchers[] = {
+constexpr LauncherVariableNames kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
     {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
     {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
@@ -34,13 +27,13 @@ int parse_int(const char* name, const char* text, int low, int high, const std::
   return value;
 }
 
-std::string describe(const LauncherVariables& names, const LaunchEnvironment& found) {
+std::string describe(const LauncherVariableNames& names, const LaunchEnvironment& found) {
   return std::string(names.rank) + "=" + std::to_string(found.rank) + " " + names.world + "=" +
          std::to_string(found.world) + " (" + names.launcher + ")";
 }
 
 // One launcher's view, or nothing when none of its variables is set.
-std::optional<LaunchEnvironment> read_launcher(const LauncherVariables& names, const EnvironmentLookup& lookup) {
+std::optional<LaunchEnvironment> read_launcher(const LauncherVariableNames& names, const EnvironmentLookup& lookup) {
   const char* rank = lookup(names.rank);
   const char* world = lookup(names.world);
   const char* local_rank = lookup(names.local_rank);
@@ -64,8 +57,8 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_def
   const EnvironmentLookup lookup =
       lookup_or_default ? lookup_or_default : EnvironmentLookup([](const char* name) { return std::getenv(name); });
   std::optional<LaunchEnvironment> chosen;
-  const LauncherVariables* chosen_names = nullptr;
-  for (const LauncherVariables& names : kLaunchers) {
+  const LauncherVariableNames* chosen_names = nullptr;
+  for (const LauncherVariableNames& names : kLaunchers) {
     const std::optional<LaunchEnvironment> found = read_launcher(names, lookup);
     if (!found) continue;
     if (!chosen) {
@@ -77,11 +70,19 @@ LaunchEnvironment read_launch_environment(const EnvironmentLookup& lookup_or_def
     }
   }
   if (!chosen) return LaunchEnvironment{};
-  if (chosen->launcher == "torchrun") {
-    if (const char* addr = lookup("MASTER_ADDR")) chosen->master_addr = addr;
-    if (const char* port = lookup("MASTER_PORT")) chosen->master_port = parse_int("MASTER_PORT", port, 1, 65535, "a TCP port");
+  if (const char* addr = lookup("MASTER_ADDR")) chosen->master_addr = addr;
+  if (const char* port = lookup("MASTER_PORT")) chosen->master_port = parse_int("MASTER_PORT", port, 1, 65535, "a TCP port");
+  if (const char* port = lookup("ZERO3_NCCL_ID_PORT")) {
+    chosen->nccl_id_port = parse_int("ZERO3_NCCL_ID_PORT", port, 1, 65535, "a TCP port");
   }
   return *chosen;
+}
+
+const LauncherVariableNames* launcher_variable_names(const std::string& launcher) {
+  for (const LauncherVariableNames& names : kLaunchers) {
+    if (launcher == names.launcher) return &names;
+  }
+  return nullptr;
 }
 
 }  // namespace zero3

@@ -88,6 +88,29 @@ TEST(LaunchEnvironment, HalfSetOrOutOfRangeVariablesAreInputErrorsNamingTheVaria
             std::string::npos);
   EXPECT_NE(input_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000"),
             std::string::npos);
+  EXPECT_NE(input_error({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"ZERO3_NCCL_ID_PORT", "x"}}).find("ZERO3_NCCL_ID_PORT=x"),
+            std::string::npos);
+}
+
+// A job script under mpirun or srun exports MASTER_ADDR to say where rank 0 runs.
+TEST(LaunchEnvironment, RankZerosAddressAndTheIdPortAreReadUnderEveryLauncher) {
+  const LaunchEnvironment srun = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"MASTER_ADDR", "node3"},
+                                       {"MASTER_PORT", "29600"}, {"ZERO3_NCCL_ID_PORT", "31000"}});
+  EXPECT_EQ(srun.master_addr, "node3");
+  EXPECT_EQ(srun.master_port, 29600);
+  EXPECT_EQ(srun.nccl_id_port, 31000);
+
+  const LaunchEnvironment bare = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(bare.master_addr, "");
+  EXPECT_EQ(bare.master_port, 0);
+  EXPECT_EQ(bare.nccl_id_port, 0);
+}
+
+TEST(LaunchEnvironment, EachLaunchersVariableNamesCanBeLookedUp) {
+  ASSERT_NE(launcher_variable_names("srun"), nullptr);
+  EXPECT_STREQ(launcher_variable_names("srun")->local_rank, "SLURM_LOCALID");
+  EXPECT_STREQ(launcher_variable_names("torchrun")->world, "WORLD_SIZE");
+  EXPECT_EQ(launcher_variable_names(""), nullptr);
 }
 
 }  // namespace

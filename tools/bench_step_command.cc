@@ -1,6 +1,8 @@
 // `zero3 bench step`: the ZeRO-3 engine's step time over two DDP baselines, all on the same simulated
 // ranks, model and data, measured in the same run: the exact DDP oracle (one all-reduce per
 // parameter) and DDP with PyTorch's bucketed all-reduce (the fair baseline, which the target judges).
+// With --backend cuda, the step on this machine's GPUs against the ceiling its GEMMs alone set
+// (tools/cuda_step_bench.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "core/base/stopwatch.h"
 #include "sim/distributed_training.h"
 #include "tools/commands.h"
+#include "tools/cuda_step_bench.h"
 #include "tools/train_options.h"
 
 namespace zero3 {
@@ -26,6 +29,7 @@ namespace {
 constexpr double kTargetRatio = 1.15;  // ZeRO-3 over bucketed DDP
 
 struct BenchStepFlags {
+  std::string backend = "sim";
   std::string model = "gpt-tiny";
   int ranks = 4;
   int64_t steps = 20;
@@ -38,7 +42,38 @@ struct BenchStepFlags {
   std::string threads = "1,2";
   bool model_given = false;
   bool steps_given = false;
+  // --backend cuda
+  int64_t warmup = 3;
+  std::optional<int64_t> micro_batch;
+  bool bf16 = false;
+  std::optional<int> gpus;
 };
+
+// Each backend's own flags; the other backend refuses them, so a run never silently drops what was asked.
+const std::vector<std::string> kSimOnlyFlags = {"--ranks", "--rounds", "--device", "--ddp-bucket-mib", "--against",
+                                                "--threads"};
+const std::vector<std::string> kCudaOnlyFlags = {"--warmup", "--micro-batch", "--bf16", "--gpus"};
+
+void refuse_flags_of_the_other_backend(const CLI::App& command, const std::string& backend) {
+  const bool cuda = backend == "cuda";
+  for (const std::string& flag : cuda ? kSimOnlyFlags : kCudaOnlyFlags) {
+    if (command.count(flag) > 0) {
+      throw InputError(flag + " is a flag of bench step --backend " + (cuda ? "sim" : "cuda") + ", not of --backend " +
+                       backend);
+    }
+  }
+}
+
+CudaStepBenchOptions cuda_step_bench_options(const BenchStepFlags& flags) {
+  return {.model = flags.model,
+          .seed = flags.seed,
+          .warmup_steps = flags.warmup,
+          .timed_steps = flags.steps,
+          .micro_batch_size = flags.micro_batch,
+          .bf16 = flags.bf16,
+          .gpus = flags.gpus,
+          .report_path = flags.report_path};
+}
 
 struct Engine {
   const char* name;
@@ -146,44 +181,82 @@ void run_bench_step(const BenchStepFlags& flags) {
                      std::strerror(errno) + " (it needs Debian's python3-torch: apt-get install python3-torch)");
 }
 
+// --backend sim's own flags (kSimOnlyFlags).
+void add_sim_options(CLI::App& command, BenchStepFlags& flags) {
+  command.add_option("--ranks", flags.ranks, "sim: simulated ranks")->check(CLI::Range(1, 1024))->capture_default_str();
+  command
+      .add_option("--rounds", flags.rounds,
+                  "sim: rounds; each runs every engine once, in turn; each engine's fastest round counts")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  add_simulated_device_option(command, flags.device);
+  command
+      .add_option("--ddp-bucket-mib", flags.ddp_bucket_mib,
+                  "sim: bucketed DDP's all-reduce bucket in MiB of f32 gradients (PyTorch's bucket_cap_mb)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  command
+      .add_option("--against", flags.against,
+                  "sim: torch: instead, zero3 --backend ref against PyTorch on the same shapes (gpt-tiny, gpt-3m, "
+                  "gpt-19m, mlp-tiny, or --model), interleaved rounds, ms/step by difference of N and 2N steps, "
+                  "zero3/torch per thread count (tools/bench_against_torch.py)")
+      ->check(CLI::IsMember({"torch"}));
+  command.add_option("--threads", flags.threads, "sim: --against torch: OpenBLAS thread counts, comma-separated")
+      ->capture_default_str();
+}
+
+// --backend cuda's own flags (kCudaOnlyFlags).
+void add_cuda_options(CLI::App& command, BenchStepFlags& flags) {
+  command
+      .add_option("--warmup", flags.warmup,
+                  "cuda: untimed steps before the timed ones; the GEMMs replayed alone are the last one's")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->capture_default_str();
+  command.add_option("--micro-batch", flags.micro_batch, "cuda: examples per GPU per step (default: zero3 train's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  command.add_flag("--bf16", flags.bf16, "cuda: bf16 compute with f32 master weights (MFU against the bf16 peak)");
+  command
+      .add_option("--gpus", flags.gpus,
+                  "cuda: this many local GPUs from one process, one thread each (default: every visible GPU); "
+                  "under torchrun, srun or mpirun each process takes GPU LOCAL_RANK instead")
+      ->check(CLI::Range(1, 1 << 10));
+}
+
 }  // namespace
 
 void add_bench_step_command(CLI::App& bench_app) {
   auto flags = std::make_shared<BenchStepFlags>();
   CLI::App* command = bench_app.add_subcommand(
       "step",
-      "ZeRO-3 step time over two DDP baselines on the same simulated ranks, measured in one run: exact DDP "
-      "(one all-reduce per parameter) and bucketed DDP (PyTorch's); the target (<= 1.15) is judged on bucketed");
+      "sim (default): ZeRO-3 step time over two DDP baselines on the same simulated ranks, measured in one run: "
+      "exact DDP (one all-reduce per parameter) and bucketed DDP (PyTorch's); the target (<= 1.15) is judged on "
+      "bucketed.\ncuda: zero3 train's ZeRO-3 step on this machine's GPUs (ms/step, tokens/s, MFU) and, in the same "
+      "run, one step's GEMMs replayed alone through the same cuBLAS calls: the step's throughput as a fraction of "
+      "what its GEMMs alone reach. Each backend refuses the other's flags (marked sim: or cuda: below; --device "
+      "is sim's)");
+  command
+      ->add_option("--backend", flags->backend,
+                   "sim: simulated ranks in this process; cuda: GPUs, one thread per GPU (--gpus) or one process per "
+                   "GPU under torchrun/srun/mpirun (exit 4 with CUDA's reason where there is none)")
+      ->check(CLI::IsMember({"sim", "cuda"}))
+      ->capture_default_str();
   command->add_option("--model", flags->model, "built-in model name or JSON spec")->capture_default_str();
-  command->add_option("--ranks", flags->ranks, "simulated ranks")->check(CLI::Range(1, 1024))->capture_default_str();
   command
       ->add_option("--steps", flags->steps,
-                   "steps per timed run, at least 2: the first is warm-up, the time from its end to the last "
-                   "step's end is divided by steps - 1")
+                   "at least 2. sim: steps per timed run, the first a warm-up: the time from its end to the last "
+                   "step's end is divided by steps - 1. cuda: timed steps, after --warmup")
       ->check(CLI::Range(int64_t{2}, int64_t{100000}))
       ->capture_default_str();
-  command
-      ->add_option("--rounds", flags->rounds,
-                   "rounds; each runs every engine once, in turn; each engine's fastest round counts")
-      ->check(CLI::Range(1, 100))
-      ->capture_default_str();
-  command->add_option("--seed", flags->seed, "seed")->capture_default_str();
-  add_simulated_device_option(*command, flags->device);
-  command
-      ->add_option("--ddp-bucket-mib", flags->ddp_bucket_mib,
-                   "bucketed DDP's all-reduce bucket in MiB of f32 gradients (PyTorch's bucket_cap_mb)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->capture_default_str();
+  command->add_option("--seed", flags->seed, "seed of the model's initialisation and data")->capture_default_str();
   command->add_option("--report", flags->report_path, "write the figures as JSON here (atomically)");
-  command
-      ->add_option("--against", flags->against,
-                   "torch: instead, zero3 --backend ref against PyTorch on the same shapes (gpt-tiny, gpt-3m, "
-                   "gpt-19m, mlp-tiny, or --model), interleaved rounds, ms/step by difference of N and 2N steps, "
-                   "zero3/torch per thread count (tools/bench_against_torch.py)")
-      ->check(CLI::IsMember({"torch"}));
-  command->add_option("--threads", flags->threads, "--against torch: OpenBLAS thread counts, comma-separated")
-      ->capture_default_str();
+  add_sim_options(*command, *flags);
+  add_cuda_options(*command, *flags);
   command->callback([command, flags] {
+    refuse_flags_of_the_other_backend(*command, flags->backend);
+    if (flags->backend == "cuda") {
+      run_cuda_step_bench(cuda_step_bench_options(*flags));
+      return;
+    }
     if (!flags->against.empty()) {
       flags->model_given = command->count("--model") > 0;
       flags->steps_given = command->count("--steps") > 0;

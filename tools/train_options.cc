@@ -31,6 +31,10 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
       ->check(CLI::IsMember({"ref", "sim", "mpi", "cuda"}))
       ->capture_default_str();
   add_simulated_device_option(command, options.device);
+  command.add_option("--gpus", options.gpus,
+                     "cuda: train on this many local GPUs from one process, one thread each (default: every "
+                     "visible GPU); under torchrun, srun or mpirun each process takes GPU LOCAL_RANK instead")
+      ->check(CLI::Range(1, 1 << 10));
   command.add_option("--model", options.model, "a built-in model name (see `zero3 inspect --list`) or a JSON spec file")
       ->capture_default_str();
   command.add_option("--steps", options.steps, "optimizer steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
@@ -69,8 +73,8 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "sim fault kinds: late,reorder,stall,crash,alloc or all; mpi: crash only (a seeded rank "
                      "SIGKILLs itself at a seeded collective)");
   command.add_option("--collective-timeout", options.collective_timeout_s,
-                     "mpi: seconds a rank waits for one collective before it fails the job with exit 3, naming "
-                     "the collective")
+                     "mpi, cuda: seconds a rank waits for one collective before it fails the job with exit 3, "
+                     "naming the collective")
       ->check(CLI::Range(0.001, 1e7))
       ->capture_default_str();
   command.add_flag("--check", options.check,
@@ -110,6 +114,9 @@ Device train_device(const TrainOptions& options) {
   if (!options.record_path.empty() && options.backend != "sim") {
     throw InputError("--record records the simulator's events: it needs --backend sim, not " + options.backend);
   }
+  if (options.gpus && options.backend != "cuda") {
+    throw InputError("--gpus picks GPUs for --backend cuda, not for --backend " + options.backend);
+  }
   if (!options.faults.empty() && options.backend != "sim" && options.backend != "mpi") {
     throw InputError("--faults are injected by the simulator (and crash by the mpi backend), not by --backend " +
                      options.backend);
@@ -124,6 +131,7 @@ std::string replay_command(const TrainOptions& options) {
   command << "zero3 train --backend " << options.backend << " --model " << options.model << " --steps "
           << options.steps << " --seed " << options.seed;
   if (options.backend != "mpi") command << " --ranks " << options.ranks;
+  if (options.gpus) command << " --gpus " << *options.gpus;
   if (options.device != "cpu") command << " --device " << options.device;
   if (options.zero_stage) command << " --zero " << *options.zero_stage;
   if (!options.config_path.empty()) command << " --config " << options.config_path;
@@ -139,7 +147,7 @@ std::string replay_command(const TrainOptions& options) {
   if (!options.load_checkpoint.empty()) command << " --load-checkpoint " << options.load_checkpoint;
   if (!options.save_checkpoint.empty()) command << " --save-checkpoint " << options.save_checkpoint;
   if (options.save_at) command << " --save-at " << *options.save_at;
-  if (options.backend == "mpi" && options.collective_timeout_s != 600.0) {
+  if ((options.backend == "mpi" || options.backend == "cuda") && options.collective_timeout_s != 600.0) {
     command << " --collective-timeout " << options.collective_timeout_s;
   }
   return command.str();

@@ -40,7 +40,8 @@ struct TrainOptions {
   std::string save_checkpoint;     // directory (core/training/checkpoint.h)
   std::optional<int64_t> save_at;  // optimizer steps taken when saving; default: after the last
   std::string load_checkpoint;     // resume from this directory; --steps counts from the start
-  double collective_timeout_s = 600.0;  // mpi: a collective waited on longer fails the run (exit 3)
+  double collective_timeout_s = 600.0;  // mpi, cuda: a collective waited on longer fails the run (exit 3)
+  std::optional<int> gpus;              // cuda without a launcher: how many local GPUs (default all)
 };
 
 void add_train_options(CLI::App& command, TrainOptions& options);

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <atomic>
+#include <functional>
 #include <cstdio>
+#include <mutex>
 
-#include "backend_cuda/cuda_device.h"
+#include "backend_cuda/cuda_world.h"
 #include "backend_cuda/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
@@ -20,6 +23,7 @@
 #include "tools/mpi_training_run.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
+#include "tools/step_throughput.h"
 #include "sim/opaque_device.h"
 
 namespace zero3 {
@@ -35,7 +39,7 @@ int64_t max_host_syncs(const std::vector<StepStats>& steps) {
 
 void print_banner(const TrainOptions& options, const TrainConfig& config, const BuiltModel& built) {
   std::printf("zero3 train  backend=%s device=%s model=%s params=%lld steps=%lld seed=%llu ranks=%d\n",
-              options.backend.c_str(), options.device.c_str(), options.model.c_str(),
+              options.backend.c_str(), options.backend == "cuda" ? "cuda" : options.device.c_str(), options.model.c_str(),
               static_cast<long long>(built.model->parameter_count()),
               static_cast<long long>(options.steps), static_cast<unsigned long long>(options.seed), options.ranks);
   std::printf("  micro_batch=%lld gas=%lld lr=%g betas=(%g,%g) weight_decay=%g clip=%g bf16=%s zero_stage=%d\n",
@@ -48,13 +52,14 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
 }
 
 // --load-checkpoint on the reference trainer: the full state, whatever world size saved it.
+// Rank 0 says what it loaded (GPU threads share one stdout).
 std::optional<Checkpoint> reference_resume(const TrainOptions& options, const TrainConfig& config,
-                                           const BuiltModel& built) {
+                                           const BuiltModel& built, bool speaks) {
   std::optional<Checkpoint> resume;
   if (!options.load_checkpoint.empty()) {
     resume = load_checkpoint(options.load_checkpoint, *built.model);
-    warn_about_resume_differences(options.load_checkpoint, resume->manifest, options.seed, config);
-    std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
+    if (speaks) warn_about_resume_differences(options.load_checkpoint, resume->manifest, options.seed, config);
+    if (speaks) std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
                 static_cast<long long>(resume->manifest.step), options.load_checkpoint.c_str(), resume->manifest.world);
   }
   const int64_t save_at = options.save_checkpoint.empty() ? 0 : options.save_at.value_or(0);
@@ -71,11 +76,23 @@ struct StagingCleanup {
   }
 };
 
-// The reference (no communicator) or one MPI rank: the per-rank program in this process.
+// The seams one in-process rank trains over: the reference and MPI ranks run the reference kernels
+// of --device; a GPU rank brings its CUDA kernels and NCCL communicator.
+struct InProcessRank {
+  Communicator* comm = nullptr;
+  Kernels& kernels;
+  double peak_flops = 0.0;  // this rank's device, for MFU; 0 where unknown
+  std::function<void()> after_each_step = {};  // rank 0, after the step's own line
+};
+
+// The reference (no communicator), one MPI rank or one GPU rank: the per-rank program in this
+// process. Rank 0 prints; the others run silently.
 TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& config, BuiltModel& built,
-                              Communicator* comm) {
+                              const InProcessRank& seams) {
+  Communicator* comm = seams.comm;
   const int rank = comm ? comm->rank() : 0;
-  const std::optional<Checkpoint> resume = reference_resume(options, config, built);
+  const StepThroughput throughput = step_throughput(options, config, built, seams.peak_flops);
+  const std::optional<Checkpoint> resume = reference_resume(options, config, built, rank == 0);
   // Rank 0 makes the staging folder; the barrier keeps every rank's shard file out until it has.
   if (!options.save_checkpoint.empty() && rank == 0) prepare_checkpoint_save(options.save_checkpoint);
   if (!options.save_checkpoint.empty() && comm) {
@@ -103,12 +120,17 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
         std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
         if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
           progress.finish();
-          std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms\n",
+          std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms  %.0f tokens/s",
                       static_cast<long long>(stats.step + 1), static_cast<long long>(options.steps), stats.loss,
-                      stats.grad_norm, stats.clip, step_ms);
+                      stats.grad_norm, stats.clip, step_ms, throughput.tokens_per_step * 1e3 / step_ms);
+          if (throughput.peak_flops > 0.0) {
+            std::printf("  MFU %.1f%%", 100.0 * throughput.flops_per_step * 1e3 / step_ms / throughput.peak_flops);
+          }
+          std::printf("\n");
           std::fflush(stdout);
         }
         progress.update(stats.step + 1, status);
+        if (seams.after_each_step) seams.after_each_step();
       },
       .on_saved = [&](int64_t steps_taken) {
         progress.finish();
@@ -117,8 +139,7 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
       }};
   CountingAllocator memory;
   const Stopwatch run_watch;
-  Kernels& kernels = simulated_device_kernels(train_device(options));
-  const RankProgramResult result = run_rank_program({.comm = comm, .allocator = memory, .kernels = kernels},
+  const RankProgramResult result = run_rank_program({.comm = comm, .allocator = memory, .kernels = seams.kernels},
                                                     built, program);
   progress.finish();
   TrainOutcome outcome;
@@ -168,6 +189,61 @@ void write_failure_report(const TrainOptions& options, const std::exception& err
   }
 }
 
+// --backend cuda: every rank this process drives (one thread per GPU, or this process's one GPU
+// under a launcher) trains its own copy of the model from the same seed; rank 0's outcome is the
+// run's. The world size is the number of GPUs, which --ranks may only repeat.
+TrainOutcome train_on_gpus(TrainOptions& options, const TrainConfig& config) {
+  std::mutex outcome_mutex;
+  TrainOutcome outcome;
+  const int requested_ranks = options.ranks;
+  std::atomic<int> world = 1;
+  run_on_cuda_ranks({.gpus = options.gpus, .collective_timeout_s = options.collective_timeout_s, .bf16 = config.bf16},
+                    [&](CudaRank& rank) {
+    if (requested_ranks != 1 && requested_ranks != rank.world) {
+      throw InputError("--ranks " + std::to_string(requested_ranks) + " but --backend cuda runs " +
+                       std::to_string(rank.world) + " ranks (one per GPU: --gpus, or the launcher's world)");
+    }
+    TrainOptions rank_options = options;
+    rank_options.ranks = rank.world;
+    world = rank.world;
+    BuiltModel built = build_model(options.model, {.seed = options.seed,
+                                                   .data_file = options.data_file,
+                                                   .micro_steps_per_step = config.gradient_accumulation_steps,
+                                                   .init_from = options.init_from,
+                                                   .init_names = options.init_names});
+    initialize_model(built, options.seed);
+    if (rank.rank == 0) {
+      std::printf("  rank 0 on cuda:%d, %s; world %d%s%s\n", rank.device_index, rank.device_description.c_str(),
+                  rank.world, rank.launcher.empty() ? " (one thread per GPU)" : ", launched by ",
+                  rank.launcher.c_str());
+    }
+    // The pool's reserved bytes after every step: a caching pool that keeps growing in the steady
+    // state is a leak or a fragmenting allocation pattern (tools/gpu-check reads this).
+    nlohmann::json reserved_by_step = nlohmann::json::array();
+    TrainOutcome mine = train_in_process(
+        rank_options, config, built,
+        {.comm = &rank.comm, .kernels = rank.kernels, .peak_flops = rank.peak_flops,
+         .after_each_step = [&] { reserved_by_step.push_back(rank.pool_figures().reserved_bytes); }});
+    rank.comm.synchronize();
+    if (rank.rank != 0) return;
+    const CudaPoolFigures pool = rank.pool_figures();
+    mine.backend_report["cuda"] = {{"world", rank.world},
+                                   {"launcher", rank.launcher},
+                                   {"device", rank.device_description},
+                                   {"pool_reserved_bytes", pool.reserved_bytes},
+                                   {"pool_peak_reserved_bytes", pool.peak_reserved_bytes},
+                                   {"pool_reserved_bytes_by_step", reserved_by_step},
+                                   {"collective_timeout_s", options.collective_timeout_s}};
+    std::printf("  cuda:%d pool: %.1f MiB reserved now, %.1f MiB at most\n", rank.device_index,
+                static_cast<double>(pool.reserved_bytes) / (1 << 20),
+                static_cast<double>(pool.peak_reserved_bytes) / (1 << 20));
+    const std::lock_guard lock(outcome_mutex);
+    outcome = std::move(mine);
+  });
+  options.ranks = world;
+  return outcome;
+}
+
 TrainOutcome train_and_report(const TrainOptions& requested) {
   TrainOptions options = requested;
   train_device(options);  // a device the backend cannot use is refused before any work starts
@@ -185,11 +261,12 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   print_banner(options, config, built);
 
   TrainOutcome outcome;
+  Kernels& reference_kernels = simulated_device_kernels(train_device(options));
   if (options.backend == "ref") {
-    outcome = train_in_process(options, config, built, nullptr);
+    outcome = train_in_process(options, config, built, {.comm = nullptr, .kernels = reference_kernels});
   } else if (options.backend == "mpi") {
     const std::unique_ptr<Communicator> comm = mpi_training_communicator(options);
-    outcome = train_in_process(options, config, built, comm.get());
+    outcome = train_in_process(options, config, built, {.comm = comm.get(), .kernels = reference_kernels});
     comm->synchronize();
     outcome.backend_report["mpi"] = {{"world", comm->world()},
                                      {"launcher", MpiWorld::start().launch().launcher},
@@ -199,11 +276,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
     train_simulated(options, config, outcome, outcome.backend_report);
     outcome.seconds = watch.seconds();
   } else {
-    const CudaProbe probe = probe_cuda();
-    if (probe.device_count == 0) throw BackendError("--backend cuda: " + probe.problem);
-    // Devices exist, but training on them is the CUDA backend's own work, not written yet.
-    throw BackendError("--backend cuda: " + std::to_string(probe.device_count) + " device(s) with " + probe.runtime +
-                       ", but CUDA training is not implemented yet; use --backend sim");
+    outcome = train_on_gpus(options, config);
   }
   outcome.parameter_count = built.model->parameter_count();
   outcome.unigram_entropy_nats = built.data->unigram_entropy_nats();
