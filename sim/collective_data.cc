@@ -2,8 +2,13 @@
 #include "sim/collective_data.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/sharding/rank_order_reduction.h"
 #include "core/tensor/dtype.h"
@@ -14,9 +19,66 @@ namespace zero3 {
 namespace {
 
 constexpr int64_t kCopyChunkBytes = int64_t{256} << 10;
+// An all-gather writing more than this in all (every rank's whole output) cannot leave its outputs
+// in cache for their readers, so it writes past the cache instead of first reading every
+// destination line into it: the same choice memcpy makes for one large copy.
+constexpr int64_t kStreamingWriteBytesMin = int64_t{64} << 20;
 
 const char* at(const void* data, int64_t bytes) { return static_cast<const char*>(data) + bytes; }
 char* at(void* data, int64_t bytes) { return static_cast<char*>(data) + bytes; }
+
+// memcpy with non-temporal stores where the target has them (SSE2: every x86-64), memcpy elsewhere.
+void copy_past_cache(void* destination, const void* source, size_t bytes) {
+#if defined(__SSE2__)
+  auto* to = static_cast<char*>(destination);
+  const auto* from = static_cast<const char*>(source);
+  // Streaming stores need 16-byte aligned destinations: the unaligned head and the tail go by memcpy.
+  const size_t head = std::min(bytes, (16 - reinterpret_cast<uintptr_t>(to) % 16) % 16);
+  std::memcpy(to, from, head);
+  size_t offset = head;
+  for (; offset + 64 <= bytes; offset += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + offset));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + offset + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + offset + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + offset + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + offset), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + offset + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + offset + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + offset + 48), d);
+  }
+  std::memcpy(to + offset, from + offset, bytes - offset);
+#else
+  std::memcpy(destination, source, bytes);
+#endif
+}
+
+// Orders the streaming stores before whatever reads the outputs next.
+void finish_copies_past_cache() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+void gather(std::span<const void* const> inputs, std::span<void* const> outputs, int64_t block_bytes) {
+  const size_t world = inputs.size();
+  const bool streaming = block_bytes * static_cast<int64_t>(world * world) > kStreamingWriteBytesMin;
+  // Block by block, in chunks small enough to stay in cache while they are copied to every rank:
+  // each input is read from memory once, not once per rank.
+  for (size_t block = 0; block < world; ++block) {
+    for (int64_t offset = 0; offset < block_bytes; offset += kCopyChunkBytes) {
+      const size_t chunk = static_cast<size_t>(std::min(kCopyChunkBytes, block_bytes - offset));
+      const int64_t position = static_cast<int64_t>(block) * block_bytes + offset;
+      for (size_t rank = 0; rank < world; ++rank) {
+        if (streaming) {
+          copy_past_cache(at(outputs[rank], position), at(inputs[block], offset), chunk);
+        } else {
+          std::memcpy(at(outputs[rank], position), at(inputs[block], offset), chunk);
+        }
+      }
+    }
+  }
+  if (streaming) finish_copies_past_cache();
+}
 
 }  // namespace
 
@@ -34,17 +96,7 @@ void move_collective_data(const CollectiveSignature& signature, std::span<const 
   if (count == 0) return;
   switch (signature.op) {
     case CollectiveOp::all_gather:
-      // Block by block, in chunks small enough to stay in cache while they are copied to every
-      // rank: each input is read from memory once, not once per rank.
-      for (size_t block = 0; block < world; ++block) {
-        for (int64_t offset = 0; offset < block_bytes; offset += kCopyChunkBytes) {
-          const int64_t chunk = std::min(kCopyChunkBytes, block_bytes - offset);
-          const int64_t position = static_cast<int64_t>(block) * block_bytes + offset;
-          for (size_t rank = 0; rank < world; ++rank) {
-            std::memcpy(at(outputs[rank], position), at(inputs[block], offset), static_cast<size_t>(chunk));
-          }
-        }
-      }
+      gather(inputs, outputs, block_bytes);
       return;
     case CollectiveOp::reduce_scatter:
       for (size_t rank = 0; rank < world; ++rank) {

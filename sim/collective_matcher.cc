@@ -3,10 +3,9 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "core/base/errors.h"
 #include "sim/collective_data.h"
+#include "sim/collective_event.h"
 #include "sim/fault_plan.h"
 #include "sim/fiber_scheduler.h"
 #include "sim/recorder.h"
@@ -17,13 +16,13 @@ namespace {
 
 std::string where(const CollectiveCall& call, int64_t sequence) {
   return std::string(collective_op_name(call.signature.op)) + " #" + std::to_string(sequence) + " (" +
-         describe(call.site) + ")";
+         describe(*call.site) + ")";
 }
 
 }  // namespace
 
 std::string describe(const CollectiveCall& call) {
-  return describe(call.signature) + (call.meta ? " meta" : "") + " at " + describe(call.site);
+  return describe(call.signature) + (call.meta ? " meta" : "") + " at " + describe(*call.site);
 }
 
 CollectiveMatcher::CollectiveMatcher(const RankGroups& groups, FiberScheduler& scheduler, FaultInjector& faults,
@@ -46,34 +45,71 @@ const CollectiveMatcher::TaskState& CollectiveMatcher::state(int task) const {
 
 std::string CollectiveMatcher::rank_name(int task) const { return "rank " + std::to_string(groups_.rank_of(task)); }
 
+bool CollectiveMatcher::usable(int task) const { return !failure_ && !state(task).crashed; }
+
+template <class DoingFn>
+void CollectiveMatcher::throw_if_unusable_doing(int task, DoingFn&& doing) const {
+  if (!usable(task)) throw_if_unusable(task, doing());
+}
+
+template <class SiteFn>
+void CollectiveMatcher::inject_rank_faults_at(int task, SiteFn&& site) {
+  // Once the world has failed the run is over for the collectives; more crashes would only bury
+  // the root cause.
+  if (failure_) return;
+  if (faults_.fire(FaultKind::crash, task, site)) {
+    const std::string crash_site = site();
+    state(task).crashed = true;
+    rank_failed(task, "crashed (injected fault) at " + crash_site);
+    throw RankCrashedError(rank_name(task) + " crashed (injected fault) at " + crash_site);
+  }
+  if (faults_.fire(FaultKind::stall, task, site)) {
+    scheduler_.advance(task, 10.0 * faults_.draw_delay_s());
+    scheduler_.yield();
+  }
+}
+
+void CollectiveMatcher::inject_rank_faults(int task, const std::string& site) {
+  inject_rank_faults_at(task, [&] { return site; });
+}
+
 std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, CollectiveCall call) {
   ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " issued a collective from task " +
                                                 std::to_string(scheduler_.current()));
+  ZERO3_CHECK(call.site != nullptr, "a collective of task " + std::to_string(task) + " without a call site");
   const int64_t sequence = state(task).next_sequence;
-  const std::string call_where = where(call, sequence);
-  throw_if_unusable(task, "issuing " + call_where);
-  inject_rank_faults(task, call_where);
-  throw_if_unusable(task, "issuing " + call_where);  // the world may have failed while the task stalled
+  const auto call_where = [&] { return where(call, sequence); };
+  const auto issuing = [&] { return "issuing " + call_where(); };
+  throw_if_unusable_doing(task, issuing);
+  inject_rank_faults_at(task, call_where);
+  throw_if_unusable_doing(task, issuing);  // the world may have failed while the task stalled
   check_buffers_free(task, call, sequence);
   if (!call.meta && groups_.ranks_of(task).size() > 1) {
-    throw InputError(rank_name(task) + " stands for " + std::to_string(groups_.ranks_of(task).size()) + " ranks, but " +
-                     call_where + " moves data: the ranks it stands for have none, so only meta collectives are shared");
+    throw InputError(rank_name(task) + " stands for " + std::to_string(groups_.ranks_of(task).size()) +
+                     " ranks, but " + call_where() +
+                     " moves data: the ranks it stands for have none, so only meta collectives are shared");
   }
 
+  std::shared_ptr<CollectiveSlot> slot = open_slot(sequence);
+  state(task).next_sequence = sequence + 1;
+  arrive(task, *slot, std::move(call));
+  if (slot->arrived_count == tasks_) {
+    match(*slot);
+    // A mismatch fails the world.
+    const CollectiveCall& arrived = slot->arrivals[static_cast<size_t>(task)].call;
+    throw_if_unusable_doing(task, [&] { return "issuing " + where(arrived, sequence); });
+  }
+  return slot;
+}
+
+std::shared_ptr<CollectiveSlot> CollectiveMatcher::open_slot(int64_t sequence) {
   std::shared_ptr<CollectiveSlot>& entry = open_[sequence];
   if (!entry) {
     entry = std::make_shared<CollectiveSlot>();
     entry->sequence = sequence;
     entry->arrivals.resize(static_cast<size_t>(tasks_));
   }
-  std::shared_ptr<CollectiveSlot> slot = entry;
-  state(task).next_sequence = sequence + 1;
-  arrive(task, *slot, std::move(call));
-  if (slot->arrived_count == tasks_) {
-    match(*slot);
-    throw_if_unusable(task, "issuing " + call_where);  // a mismatch fails the world
-  }
-  return slot;
+  return entry;
 }
 
 void CollectiveMatcher::check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const {
@@ -102,13 +138,14 @@ void CollectiveMatcher::arrive(int task, CollectiveSlot& slot, CollectiveCall ca
       arrival.input_copy.assign(input, input + call.input.bytes());
       arrival.input_copied = true;
     }
-    if (call.output.defined()) poison(call.output.device_bytes(), call.output.numel(), call.output.dtype());
+    // A blocking call's output is poisoned only if it never completes (poison_blocking_outputs).
+    if (call.output.defined() && !call.blocking) {
+      poison(call.output.device_bytes(), call.output.numel(), call.output.dtype());
+    }
   }
   InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(task)];
-  const InFlightUse read{slot.sequence, call.signature.op, call.site, false};
-  const InFlightUse written{slot.sequence, call.signature.op, call.site, true};
-  if (call.input.defined()) in_flight.add(call.input, read);
-  if (call.output.defined()) in_flight.add(call.output, written);
+  if (call.input.defined()) in_flight.add(call.input, {slot.sequence, call.signature.op, call.site, false});
+  if (call.output.defined()) in_flight.add(call.output, {slot.sequence, call.signature.op, call.site, true});
   arrival.call = std::move(call);
   arrival.arrived = true;
   ++slot.arrived_count;
@@ -123,8 +160,8 @@ bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
       first = &arrival.call;
     } else if (!(arrival.call.signature == first->signature) || arrival.call.meta != first->meta) {
       return false;
-    } else if (!arrival.call.site.params.empty() && !first->site.params.empty() &&
-               arrival.call.site.params != first->site.params) {
+    } else if (!arrival.call.site->params.empty() && !first->site->params.empty() &&
+               arrival.call.site->params != first->site->params) {
       // Same signature, different parameters (one rank gathers expert 2, another expert 3): NCCL
       // would complete it and silently mix the buffers; the simulator says so instead.
       return false;
@@ -154,29 +191,21 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
   slot.start_s = start_s;
   slot.end_s = end_s;
   slot.matched = true;
-  std::shared_ptr<CollectiveSlot> held = open_.at(slot.sequence);
-  scheduler_.at(end_s, [this, held] { complete(*held); });
+  // The slot stays in open_ until it completes; capturing only its sequence keeps the callback
+  // small enough for std::function to hold without allocating.
+  const int64_t sequence = slot.sequence;
+  scheduler_.at(end_s, [this, sequence] { complete(sequence); });
 }
 
-void CollectiveMatcher::complete(CollectiveSlot& slot) {
+void CollectiveMatcher::complete(int64_t sequence) {
   // A failed world already gave every waiter its error; its pending collectives never complete.
   if (failure_) return;
+  const auto found = open_.find(sequence);
+  ZERO3_CHECK(found != open_.end(), "completion of #" + std::to_string(sequence) + ", which is not open");
+  const std::shared_ptr<CollectiveSlot> held = found->second;
+  CollectiveSlot& slot = *held;
   ZERO3_CHECK(slot.matched && !slot.completed, "completion of #" + std::to_string(slot.sequence));
-  if (!slot.arrivals[0].call.meta) {
-    // Only tasks of one rank each move data (arrive() refuses the others), so tasks are ranks here.
-    std::vector<const void*> inputs(static_cast<size_t>(world_), nullptr);
-    std::vector<void*> outputs(static_cast<size_t>(world_), nullptr);
-    for (size_t rank = 0; rank < inputs.size(); ++rank) {
-      CollectiveSlot::Arrival& arrival = slot.arrivals[rank];
-      if (arrival.input_copied) {
-        inputs[rank] = arrival.input_copy.data();
-      } else if (arrival.call.input.defined()) {
-        inputs[rank] = arrival.call.input.device_bytes();
-      }
-      if (arrival.call.output.defined()) outputs[rank] = arrival.call.output.device_bytes();
-    }
-    move_collective_data(slot.arrivals[0].call.signature, inputs, outputs);
-  }
+  if (!slot.arrivals[0].call.meta) move_data(slot);
   slot.completed = true;
   for (int task = 0; task < tasks_; ++task) {
     in_flight_[static_cast<size_t>(task)].remove(slot.sequence);
@@ -185,50 +214,57 @@ void CollectiveMatcher::complete(CollectiveSlot& slot) {
   // Completed: the buffers are the ranks' again, and the slot keeps only its times.
   slot.arrivals.clear();
   slot.arrivals.shrink_to_fit();
-  open_.erase(slot.sequence);
+  open_.erase(found);
   for (int task = 0; task < tasks_; ++task) {
     if (state(task).blocked_on == slot.sequence) wake(task, slot.end_s);
   }
 }
 
+void CollectiveMatcher::move_data(CollectiveSlot& slot) {
+  // Only tasks of one rank each move data (arrive() refuses the others), so tasks are ranks here.
+  // The pointer lists are members, reused so that a collective allocates nothing to move its data.
+  data_inputs_.assign(static_cast<size_t>(world_), nullptr);
+  data_outputs_.assign(static_cast<size_t>(world_), nullptr);
+  for (size_t rank = 0; rank < data_inputs_.size(); ++rank) {
+    CollectiveSlot::Arrival& arrival = slot.arrivals[rank];
+    if (arrival.input_copied) {
+      data_inputs_[rank] = arrival.input_copy.data();
+    } else if (arrival.call.input.defined()) {
+      data_inputs_[rank] = arrival.call.input.device_bytes();
+    }
+    if (arrival.call.output.defined()) data_outputs_[rank] = arrival.call.output.device_bytes();
+  }
+  move_collective_data(slot.arrivals[0].call.signature, data_inputs_, data_outputs_);
+}
+
 void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) {
   const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
   const CollectiveCall& call = arrival.call;
-  nlohmann::json event = {{"type", "collective"},
-                          {"seq", slot.sequence},
-                          {"op", collective_op_name(call.signature.op)},
-                          {"dtype", dtype_name(call.signature.dtype)},
-                          {"count", call.signature.count},
-                          {"bytes", collective_buffer_bytes(call.signature, world_)},
-                          {"meta", call.meta},
-                          {"module", call.site.module},
-                          {"params", call.site.params},
-                          {"step", call.site.step},
-                          {"phase", call.site.phase},
-                          {"issue_s", arrival.issue_s},
-                          {"start_s", slot.start_s},
-                          {"end_s", slot.end_s}};
-  if (call.signature.op == CollectiveOp::broadcast) event["root"] = call.signature.root;
-  if (call.signature.op == CollectiveOp::reduce_scatter || call.signature.op == CollectiveOp::all_reduce) {
-    event["reduce"] = reduce_op_name(call.signature.reduce);
-  }
-  recorder_.record(task, std::move(event));
-  std::vector<std::string>& last = state(task).last_completed;
-  last.push_back("#" + std::to_string(slot.sequence) + " " + collective_op_name(call.signature.op) + " (" +
-                 describe(call.site) + ")");
-  if (last.size() > 2) last.erase(last.begin());
+  recorder_.record_collective(task, CollectiveEvent{.sequence = slot.sequence,
+                                                    .signature = call.signature,
+                                                    .bytes = collective_buffer_bytes(call.signature, world_),
+                                                    .meta = call.meta,
+                                                    .site = call.site,
+                                                    .issue_s = arrival.issue_s,
+                                                    .start_s = slot.start_s,
+                                                    .end_s = slot.end_s});
+  std::vector<CompletedCollective>& last = state(task).last_completed;
+  if (last.size() == 2) last.erase(last.begin());
+  last.push_back(CompletedCollective{slot.sequence, call.signature.op, call.site});
 }
 
 void CollectiveMatcher::wait(int task, CollectiveSlot& slot) {
   ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " waited from task " +
                                                 std::to_string(scheduler_.current()));
   while (!slot.completed) {
-    throw_if_unusable(task, "waiting in " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence));
+    throw_if_unusable_doing(task, [&] {
+      return "waiting in " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
+    });
     state(task).blocked_on = slot.sequence;
     scheduler_.block();
     ZERO3_CHECK(state(task).blocked_on == -1, "task " + std::to_string(task) + " resumed while still blocked");
   }
-  throw_if_crashed(task, "waiting in #" + std::to_string(slot.sequence));
+  if (state(task).crashed) throw_if_crashed(task, "waiting in #" + std::to_string(slot.sequence));
   // The compute stream waits for the comm stream: the task's clock moves to the completion.
   const double now_s = scheduler_.now_s(task);
   if (now_s < slot.end_s) scheduler_.advance(task, slot.end_s - now_s);
@@ -238,7 +274,9 @@ bool CollectiveMatcher::poll(int task, CollectiveSlot& slot) {
   ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " polled from task " +
                                                 std::to_string(scheduler_.current()));
   if (!slot.completed) {
-    throw_if_unusable(task, "polling " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence));
+    throw_if_unusable_doing(task, [&] {
+      return "polling " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
+    });
     // Parked as waiting in the slot (deadlock reports name it) until anything else happens.
     state(task).blocked_on = slot.sequence;
     scheduler_.wait_for_progress();
@@ -267,21 +305,6 @@ void CollectiveMatcher::rank_failed(int task, const std::string& reason) {
   if (!failure_) fail(FailureKind::peer_failure, rank_name(task) + " " + reason, groups_.rank_of(task));
 }
 
-void CollectiveMatcher::inject_rank_faults(int task, const std::string& site) {
-  // Once the world has failed the run is over for the collectives; more crashes would only bury
-  // the root cause.
-  if (failure_) return;
-  if (faults_.fire(FaultKind::crash, task, [&] { return site; })) {
-    state(task).crashed = true;
-    rank_failed(task, "crashed (injected fault) at " + site);
-    throw RankCrashedError(rank_name(task) + " crashed (injected fault) at " + site);
-  }
-  if (faults_.fire(FaultKind::stall, task, [&] { return site; })) {
-    scheduler_.advance(task, 10.0 * faults_.draw_delay_s());
-    scheduler_.yield();
-  }
-}
-
 void CollectiveMatcher::throw_if_crashed(int task, const std::string& doing) const {
   if (state(task).crashed) {
     throw RankCrashedError(rank_name(task) + " crashed earlier (injected fault) and cannot go on " + doing);
@@ -303,10 +326,24 @@ void CollectiveMatcher::throw_if_unusable(int task, const std::string& doing) co
 void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_rank) {
   ZERO3_CHECK(!failure_, "the world failed twice");
   failure_ = Failure{kind, std::move(report), failed_rank};
+  poison_blocking_outputs();
   for (int task = 0; task < tasks_; ++task) {
     if (state(task).blocked_on >= 0) wake(task, scheduler_.now_s(task));
   }
   ZERO3_CHECK(failure_.has_value(), "failure recorded");
+}
+
+void CollectiveMatcher::poison_blocking_outputs() {
+  // The open collectives will never complete now; their blocked ranks are about to see the
+  // failure, and with it outputs as poisoned as an asynchronous call's.
+  for (const auto& [sequence, slot] : open_) {
+    for (const CollectiveSlot::Arrival& arrival : slot->arrivals) {
+      const CollectiveCall& call = arrival.call;
+      if (!arrival.arrived || !call.blocking || call.meta || !call.output.defined()) continue;
+      Tensor output = call.output;
+      poison(output.device_bytes(), output.numel(), output.dtype());
+    }
+  }
 }
 
 void CollectiveMatcher::wake(int task, double time_s) {

@@ -10,7 +10,10 @@
 //
 // Semantics beyond NCCL's: an output is poisoned (NaN) from issue to completion; inputs are read
 // at completion (in-place inputs are copied at issue); a buffer still in flight in one collective
-// may not be passed to another before a wait, because completions may be reordered.
+// may not be passed to another before a wait, because completions may be reordered. A blocking
+// call's output is poisoned only if the world fails before the call completes: its rank runs
+// nothing in between, and completion overwrites every element, so the rank sees what an eager
+// poisoning would show while the simulator saves a pass over every output.
 //
 // The matcher's parties are the scheduler's tasks. A task is one rank, unless RankGroups lets it
 // stand for several ranks that make the same calls (rank_groups.h): then #k is matched once every
@@ -41,8 +44,11 @@ class Recorder;
 // (both set); broadcast: the root only reads, the others only write; barrier: neither.
 struct CollectiveCall {
   CollectiveSignature signature;
-  CallSite site;
+  // Never null. Shared by the in-flight registry, the event log and the deadlock report's last
+  // completed collectives, so that a call's strings are copied once, when it is issued.
+  std::shared_ptr<const CallSite> site;
   bool meta = false;  // shapes only: matched, timed and recorded, but no data moves
+  bool blocking = false;  // from a blocking form: the rank runs nothing until it completes
   Tensor input;
   Tensor output;
 };
@@ -99,22 +105,40 @@ class CollectiveMatcher {
     std::string report;
     int failed_rank = -1;
   };
+  // What a deadlock report says about a completed collective; formatted only when one is made.
+  struct CompletedCollective {
+    int64_t sequence = 0;
+    CollectiveOp op = CollectiveOp::barrier;
+    std::shared_ptr<const CallSite> site;
+  };
   struct TaskState {
     int64_t next_sequence = 0;
     int64_t blocked_on = -1;  // sequence of the collective the task waits in
     bool exited = false;
     bool failed = false;
     bool crashed = false;
-    std::vector<std::string> last_completed;  // the two most recent, oldest first
+    std::vector<CompletedCollective> last_completed;  // the two most recent, oldest first
   };
+  static std::string describe_completed(const CompletedCollective& completed);
+  std::string last_completed_text(int task) const;
 
+  // The error checks of the hot path take the text of what the task was doing as a function, so
+  // that it is formatted only when they throw.
+  template <class DoingFn>
+  void throw_if_unusable_doing(int task, DoingFn&& doing) const;
+  template <class SiteFn>
+  void inject_rank_faults_at(int task, SiteFn&& site);
+  bool usable(int task) const;
   void throw_if_unusable(int task, const std::string& doing) const;
+  std::shared_ptr<CollectiveSlot> open_slot(int64_t sequence);
   void check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const;
   void arrive(int task, CollectiveSlot& slot, CollectiveCall call);
   void match(CollectiveSlot& slot);
-  void complete(CollectiveSlot& slot);
+  void complete(int64_t sequence);
+  void move_data(CollectiveSlot& slot);
   void record_completion(int task, const CollectiveSlot& slot);
   void fail(FailureKind kind, std::string report, int failed_rank);
+  void poison_blocking_outputs();
   void wake(int task, double time_s);
   bool calls_agree(const CollectiveSlot& slot) const;
   std::string mismatch_report(const CollectiveSlot& slot) const;
@@ -136,6 +160,8 @@ class CollectiveMatcher {
   std::vector<TaskState> task_states_;
   std::vector<InFlightBuffers> in_flight_;  // by task
   std::map<int64_t, std::shared_ptr<CollectiveSlot>> open_;  // issued by some rank, not completed
+  std::vector<const void*> data_inputs_;  // move_data's pointer lists, by rank
+  std::vector<void*> data_outputs_;
   double stream_free_s_ = 0.0;  // every collective spans all ranks, so one comm stream orders them
   std::optional<Failure> failure_;
 };

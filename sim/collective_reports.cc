@@ -27,14 +27,20 @@ std::string grouped_lines(const std::vector<std::string>& line_by_rank) {
   return text;
 }
 
-std::string last_completed_text(const std::vector<std::string>& last_completed) {
-  if (last_completed.empty()) return "no collective completed";
-  std::string text = "last completed ";
-  for (size_t i = 0; i < last_completed.size(); ++i) text += (i ? ", " : "") + last_completed[i];
-  return text;
+}  // namespace
+
+std::string CollectiveMatcher::describe_completed(const CompletedCollective& completed) {
+  return "#" + std::to_string(completed.sequence) + " " + collective_op_name(completed.op) + " (" +
+         describe(*completed.site) + ")";
 }
 
-}  // namespace
+std::string CollectiveMatcher::last_completed_text(int task) const {
+  const std::vector<CompletedCollective>& last_completed = state(task).last_completed;
+  if (last_completed.empty()) return "no collective completed";
+  std::string text = "last completed ";
+  for (size_t i = 0; i < last_completed.size(); ++i) text += (i ? ", " : "") + describe_completed(last_completed[i]);
+  return text;
+}
 
 std::string CollectiveMatcher::task_state(int task) const {
   const TaskState& status = state(task);
@@ -52,7 +58,7 @@ std::string CollectiveMatcher::task_state(int task) const {
   } else {
     text = "is running";
   }
-  return text + "; " + last_completed_text(status.last_completed);
+  return text + "; " + last_completed_text(task);
 }
 
 std::string CollectiveMatcher::mismatch_report(const CollectiveSlot& slot) const {
@@ -98,7 +104,7 @@ std::string CollectiveMatcher::deadlock_report() const {
   }
   headline += " while " + format_ranks(arrived) + " wait" + (arrived.size() == 1 ? "s" : "") + " in " +
               collective_op_name(call->signature.op) + " #" + std::to_string(lowest.sequence) + " (" +
-              describe(call->site) + ")";
+              describe(*call->site) + ")";
   std::vector<std::string> line_by_task(static_cast<size_t>(tasks_));
   for (int task = 0; task < tasks_; ++task) line_by_task[static_cast<size_t>(task)] = task_state(task);
   return "deadlock: every live rank is blocked and no collective can complete: " + headline +

@@ -50,25 +50,29 @@ std::string format_bytes(int64_t bytes) {
 
 namespace {
 
-// memcpy bandwidth in GB/s for `bytes` on buffers touched beforehand, the fastest of kRounds rounds.
-double measure_memcpy_gbps(int64_t bytes, int iterations) {
+// memcpy bandwidth in GB/s for copying a `bytes` source into each of `copies` destinations, on
+// buffers touched beforehand, the fastest of kRounds rounds: the memcpys a collective delivering
+// `copies` buffers of `bytes` needs at the least, over the same amount of memory.
+double measure_memcpy_gbps(int64_t bytes, int copies, int iterations) {
   std::vector<char> source(static_cast<size_t>(bytes), 1);
-  std::vector<char> destination(static_cast<size_t>(bytes), 0);
-  std::memcpy(destination.data(), source.data(), source.size());
+  std::vector<std::vector<char>> destinations(static_cast<size_t>(copies), std::vector<char>(source.size(), 0));
+  for (std::vector<char>& destination : destinations) std::memcpy(destination.data(), source.data(), source.size());
   double best_s = 0.0;
   for (int round = 0; round < kRounds; ++round) {
     const Stopwatch watch;
     for (int i = 0; i < iterations; ++i) {
       source[static_cast<size_t>(i) % source.size()] = static_cast<char>(i);  // keeps the copies from being merged
-      std::memcpy(destination.data(), source.data(), source.size());
-      // The destination is never read otherwise: tell the compiler it escapes, so that no copy is
-      // dropped as a dead store.
-      asm volatile("" : : "r"(destination.data()) : "memory");
+      for (std::vector<char>& destination : destinations) {
+        std::memcpy(destination.data(), source.data(), source.size());
+        // The destination is never read otherwise: tell the compiler it escapes, so that no copy
+        // is dropped as a dead store.
+        asm volatile("" : : "r"(destination.data()) : "memory");
+      }
     }
     const double elapsed_s = watch.seconds();
     best_s = round == 0 ? elapsed_s : std::min(best_s, elapsed_s);
   }
-  return static_cast<double>(bytes) * iterations / best_s / 1e9;
+  return static_cast<double>(bytes) * copies * iterations / best_s / 1e9;
 }
 
 }  // namespace
@@ -95,7 +99,7 @@ CommBenchMeasurement time_simulated_collective(bool gather, const CommBenchOptio
   std::vector<double> round_time_s(kRounds, 0.0);
   std::vector<int64_t> wrong_by_rank(static_cast<size_t>(options.world), 0);
   Stopwatch watch;
-  SimWorld world(SimOptions{.world = options.world, .seed = options.seed});
+  SimWorld world(SimOptions{.world = options.world, .seed = options.seed, .event_log_json = false});
   const SimResult result = world.run([&](SimRank& sim) {
     const int64_t send_numel = gather ? count : count * sim.world();
     Tensor send = Tensor::zeros({send_numel});
@@ -136,7 +140,7 @@ void print_header(const CommBenchOptions& options, std::ostream& out) {
       << format_bytes(options.bytes_min) << " .. " << format_bytes(options.bytes_max) << ", buffer budget "
       << format_bytes(options.memory_bytes_max) << "\n"
       << "# simulated ranks in one process: one thread moves every rank's data, so ratio = (bytes received by all"
-         " ranks / time) / memcpy bandwidth at the same size\n"
+         " ranks / time) / memcpy bandwidth, copying the same bytes into as many buffers (world for all_gather)\n"
       << "# received: world * size for all_gather, size for reduce_scatter; time(us): mean per collective over the"
          " fastest of " << kRounds << " rounds\n"
       << "#\n";
@@ -207,7 +211,9 @@ std::vector<CommBenchSize> comm_bench_sizes(const CommBenchOptions& options, std
     for (int64_t size = options.bytes_min; size <= options.bytes_max; size *= 4) {
       CommBenchSize entry{.op = op, .gather = gather, .count = size / (kBytesPerElement * world)};
       entry.bytes = entry.count * kBytesPerElement * world;
-      // Every rank holds a whole buffer and a block; memcpy needs two more whole buffers.
+      // Every rank holds a whole buffer and a block. The memcpy baseline needs a source and a
+      // destination per receiving buffer, at most as much, once the simulation has freed its own:
+      // counting two more whole buffers on top bounds both.
       const int64_t needed_bytes = (world + 1) * entry.bytes + 2 * entry.bytes;
       if (entry.count == 0 || needed_bytes > options.memory_bytes_max) {
         const std::string reason =
@@ -241,7 +247,10 @@ CommBenchResult run_comm_bench(const CommBenchOptions& options, std::ostream& ou
     row.algbw_gbps = static_cast<double>(bytes) / measurement.time_s / 1e9;
     row.busbw_gbps = row.algbw_gbps * static_cast<double>(world - 1) / static_cast<double>(world);
     row.wrong = measurement.wrong;
-    row.memcpy_gbps = measure_memcpy_gbps(bytes, comm_bench_iterations(bytes));
+    // The same bytes into as many buffers as the ranks receive: a gather's whole buffer on every
+    // rank, a reduce-scatter's blocks once in all.
+    const int copies = size.gather ? options.world : 1;
+    row.memcpy_gbps = measure_memcpy_gbps(bytes, copies, comm_bench_iterations(row.delivered_bytes));
     row.ratio_to_memcpy = static_cast<double>(row.delivered_bytes) / measurement.time_s / 1e9 / row.memcpy_gbps;
     print_row(row, out);
     result.rows.push_back(row);

@@ -4,10 +4,14 @@
 // computed independently from (seed, rank, index), small integers so that sums are exact.
 //
 // One thread moves the data of every rank, so the fair yardstick is the machine's memcpy
-// bandwidth, measured in the same run at the same size: ratio_to_memcpy = (delivered / time) /
-// memcpy bandwidth, where delivered is the bytes all ranks receive: W * size for all-gather (each
-// rank gets the whole buffer), size for reduce-scatter (each rank gets its block of size / W).
-// time is the mean per collective over the fastest of 3 rounds.
+// bandwidth, measured in the same run for the same data movement: ratio_to_memcpy = (delivered /
+// time) / memcpy bandwidth, where delivered is the bytes all ranks receive: W * size for all-gather
+// (each rank gets the whole buffer), size for reduce-scatter (each rank gets its block of size /
+// W). The memcpy copies one size-byte source into as many size-byte destinations as the ranks
+// receive whole buffers (W for all-gather, 1 for reduce-scatter), so that it writes the same bytes
+// over the same amount of memory: a single size-byte memcpy would stay in a cache that W outputs of
+// that size do not fit, and measure another regime. time is the mean per collective over the
+// fastest of 3 rounds.
 // Wall-clock time (steady_clock) is measured here and nowhere else in sim/; it never feeds back
 // into what the simulation does.
 //

@@ -1,10 +1,12 @@
 // Async hazards: an in-flight output is poisoned and reading it through the kernels throws, naming
-// the collective; after wait() it is fine; a missing wait is found the same way for the same seed.
+// the collective; after wait() it is fine; a missing wait is found the same way for the same seed;
+// a blocking call that never completes leaves its output poisoned too.
 #include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "core/base/errors.h"
 #include "sim/hazard_checking_kernels.h"
 #include "sim/sim_world.h"
 #include "sim/test_support.h"
@@ -118,6 +120,41 @@ TEST(HazardCheckingKernels, AnInFlightOutputIsPoisonedUntilItCompletes) {
     for (float value : shard.values()) EXPECT_FALSE(std::isnan(value));
   });
   EXPECT_TRUE(result.all_ok()) << result.summary();
+}
+
+// A blocking call's rank runs nothing before the call completes, so its output is poisoned only
+// if the world fails first: the rank then sees the NaNs an asynchronous call would show.
+TEST(HazardCheckingKernels, ABlockingCallsOutputIsPoisonedWhenTheWorldFailsBeforeItCompletes) {
+  int checked = 0;
+  SimWorld(SimOptions{.world = 2, .seed = 6}).run([&](SimRank& sim) {
+    Tensor shard = Tensor::full({3}, 1.0f);
+    Tensor full = Tensor::full({6}, 7.0f);
+    Tensor total = Tensor::full({4}, 2.0f);
+    try {
+      if (sim.rank() == 0) {
+        sim.comm().all_gather(shard, full, call_site("h.0"));
+      } else {
+        sim.comm().all_reduce(total, ReduceOp::sum, call_site("loss"));
+      }
+    } catch (const CollectiveMismatchError&) {
+    }
+    for (float value : (sim.rank() == 0 ? full : total).values()) EXPECT_TRUE(std::isnan(value)) << sim.rank();
+    for (float value : shard.values()) EXPECT_EQ(value, 1.0f);  // inputs are only read
+    ++checked;
+  });
+  EXPECT_EQ(checked, 2);
+}
+
+TEST(HazardCheckingKernels, ABlockingInPlaceCallsBufferIsPoisonedWhenItDeadlocks) {
+  bool checked = false;
+  SimWorld(SimOptions{.world = 2, .seed = 7}).run([&](SimRank& sim) {
+    if (sim.rank() == 1) return;  // never joins: rank 0 waits in a collective that cannot complete
+    Tensor total = Tensor::full({4}, 2.0f);
+    EXPECT_THROW(sim.comm().all_reduce(total, ReduceOp::sum, call_site("loss")), DeadlockError);
+    for (float value : total.values()) EXPECT_TRUE(std::isnan(value));
+    checked = true;
+  });
+  EXPECT_TRUE(checked);
 }
 
 TEST(HazardCheckingKernels, PassingAnInFlightOutputToAnotherCollectiveThrows) {

@@ -3,7 +3,7 @@
 // simulated communicator consult it to catch reads of buffers still in flight.
 #pragma once
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,7 +15,7 @@ namespace zero3 {
 struct InFlightUse {
   int64_t sequence = -1;
   CollectiveOp op = CollectiveOp::barrier;
-  CallSite site;
+  std::shared_ptr<const CallSite> site{};  // the call's own, shared rather than copied per buffer
   bool written = false;  // true: the collective's output (poisoned until it completes)
 };
 // "the output of all_gather #3 (module 'h.0' forward step 1)"
@@ -24,20 +24,25 @@ std::string describe(const InFlightUse& use);
 class InFlightBuffers {
  public:
   // Registers the storage of `tensor` (nothing for meta or undefined tensors).
-  void add(const Tensor& tensor, const InFlightUse& use);
+  void add(const Tensor& tensor, InFlightUse use);
   // Forgets every storage of collective `sequence` (it completed or the run was aborted).
   void remove(int64_t sequence);
   // The in-flight collective with the lowest sequence that writes `storage`, or null.
   const InFlightUse* writer_of(const void* storage) const;
   // The in-flight collective with the lowest sequence that reads or writes `storage`, or null.
   const InFlightUse* user_of(const void* storage) const;
-  bool empty() const { return by_storage_.empty(); }
+  bool empty() const { return uses_.empty(); }
 
  private:
-  // Keyed by storage identity for lookups only; never iterated, so addresses cannot leak into
-  // behaviour.
-  std::map<const void*, std::vector<InFlightUse>> by_storage_;
-  std::map<int64_t, std::vector<const void*>> storages_by_sequence_;
+  struct Entry {
+    const void* storage;
+    InFlightUse use;
+  };
+  // A rank has a handful of collectives in flight, so a flat list in registration order beats a
+  // map; storage addresses are only compared, never ordered, so they cannot leak into behaviour.
+  const InFlightUse* lowest_use(const void* storage, bool written_only) const;
+
+  std::vector<Entry> uses_;
 };
 
 }  // namespace zero3

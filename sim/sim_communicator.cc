@@ -21,36 +21,94 @@ class SimWork : public Work {
   std::shared_ptr<CollectiveSlot> slot_;
 };
 
+bool same_site(const CallSite& a, const CallSite& b) {
+  return a.step == b.step && a.module == b.module && a.phase == b.phase && a.params == b.params;
+}
+
 }  // namespace
 
-std::shared_ptr<Work> SimCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {
-  CollectiveCall call{check_all_gather(send, recv, rank_, world_, site), site, send.is_meta(), send, recv};
+std::shared_ptr<const CallSite> SimCommunicator::shared_site(const CallSite& site) {
+  if (last_site_ == nullptr || !same_site(*last_site_, site)) last_site_ = std::make_shared<const CallSite>(site);
+  return last_site_;
+}
+
+CollectiveCall SimCommunicator::all_gather_call(const Tensor& send, Tensor& recv, const CallSite& site,
+                                                bool blocking) {
+  return {.signature = check_all_gather(send, recv, rank_, world_, site), .site = shared_site(site),
+          .meta = send.is_meta(), .blocking = blocking, .input = send, .output = recv};
+}
+
+CollectiveCall SimCommunicator::reduce_scatter_call(const Tensor& send, Tensor& recv, ReduceOp op,
+                                                    const CallSite& site, bool blocking) {
+  return {.signature = check_reduce_scatter(send, recv, op, rank_, world_, site), .site = shared_site(site),
+          .meta = send.is_meta(), .blocking = blocking, .input = send, .output = recv};
+}
+
+CollectiveCall SimCommunicator::all_reduce_call(Tensor& buffer, ReduceOp op, const CallSite& site, bool blocking) {
+  return {.signature = check_all_reduce(buffer, op, rank_, site), .site = shared_site(site),
+          .meta = buffer.is_meta(), .blocking = blocking, .input = buffer, .output = buffer};
+}
+
+CollectiveCall SimCommunicator::broadcast_call(Tensor& buffer, int root, const CallSite& site, bool blocking) {
+  const CollectiveSignature signature = check_broadcast(buffer, root, rank_, world_, site);
+  // The root's buffer is only read; every other rank's is only written.
+  const bool is_root = root == rank_;
+  return {.signature = signature, .site = shared_site(site), .meta = buffer.is_meta(), .blocking = blocking,
+          .input = is_root ? buffer : Tensor(), .output = is_root ? Tensor() : buffer};
+}
+
+CollectiveCall SimCommunicator::barrier_call(const CallSite& site, bool blocking) {
+  return {.signature = barrier_signature(), .site = shared_site(site), .meta = false, .blocking = blocking,
+          .input = Tensor(), .output = Tensor()};
+}
+
+std::shared_ptr<Work> SimCommunicator::issue_async(CollectiveCall call) {
   return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+}
+
+void SimCommunicator::issue_and_wait(CollectiveCall call) {
+  const std::shared_ptr<CollectiveSlot> slot = matcher_.issue(task_, std::move(call));
+  matcher_.wait(task_, *slot);
+}
+
+std::shared_ptr<Work> SimCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {
+  return issue_async(all_gather_call(send, recv, site, false));
 }
 
 std::shared_ptr<Work> SimCommunicator::reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
                                                             const CallSite& site) {
-  CollectiveCall call{check_reduce_scatter(send, recv, op, rank_, world_, site), site, send.is_meta(), send, recv};
-  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+  return issue_async(reduce_scatter_call(send, recv, op, site, false));
 }
 
 std::shared_ptr<Work> SimCommunicator::all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) {
-  CollectiveCall call{check_all_reduce(buffer, op, rank_, site), site, buffer.is_meta(), buffer, buffer};
-  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+  return issue_async(all_reduce_call(buffer, op, site, false));
 }
 
 std::shared_ptr<Work> SimCommunicator::broadcast_async(Tensor& buffer, int root, const CallSite& site) {
-  const CollectiveSignature signature = check_broadcast(buffer, root, rank_, world_, site);
-  // The root's buffer is only read; every other rank's is only written.
-  const bool is_root = root == rank_;
-  CollectiveCall call{signature, site, buffer.is_meta(), is_root ? buffer : Tensor(), is_root ? Tensor() : buffer};
-  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+  return issue_async(broadcast_call(buffer, root, site, false));
 }
 
 std::shared_ptr<Work> SimCommunicator::barrier_async(const CallSite& site) {
-  CollectiveCall call{barrier_signature(), site, false, Tensor(), Tensor()};
-  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+  return issue_async(barrier_call(site, false));
 }
+
+void SimCommunicator::all_gather(const Tensor& send, Tensor& recv, const CallSite& site) {
+  issue_and_wait(all_gather_call(send, recv, site, true));
+}
+
+void SimCommunicator::reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site) {
+  issue_and_wait(reduce_scatter_call(send, recv, op, site, true));
+}
+
+void SimCommunicator::all_reduce(Tensor& buffer, ReduceOp op, const CallSite& site) {
+  issue_and_wait(all_reduce_call(buffer, op, site, true));
+}
+
+void SimCommunicator::broadcast(Tensor& buffer, int root, const CallSite& site) {
+  issue_and_wait(broadcast_call(buffer, root, site, true));
+}
+
+void SimCommunicator::barrier(const CallSite& site) { issue_and_wait(barrier_call(site, true)); }
 
 void SimCommunicator::synchronize() { matcher_.drain(task_); }
 

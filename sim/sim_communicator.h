@@ -1,7 +1,9 @@
 // SimCommunicator: one rank's Communicator over the simulated world. Calls pass the shared argument
 // check (communicator.h), then go to the CollectiveMatcher; wait() and synchronize() block only
 // this rank's fiber; abort() fails the world with a peer failure naming this rank. Work handles are valid
-// while the SimWorld that made them runs.
+// while the SimWorld that made them runs. The blocking forms issue and wait without a Work handle,
+// and mark their calls blocking: nothing of this rank runs before they complete, so their outputs
+// need no poisoning (collective_matcher.h).
 #pragma once
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 namespace zero3 {
 
 class CollectiveMatcher;
+struct CollectiveCall;
 
 class SimCommunicator : public Communicator {
  public:
@@ -30,11 +33,31 @@ class SimCommunicator : public Communicator {
   void synchronize() override;
   void abort(const std::string& reason) override;
 
+  void all_gather(const Tensor& send, Tensor& recv, const CallSite& site) override;
+  void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site) override;
+  void all_reduce(Tensor& buffer, ReduceOp op, const CallSite& site) override;
+  void broadcast(Tensor& buffer, int root, const CallSite& site) override;
+  void barrier(const CallSite& site) override;
+
  private:
+  // Each call after the shared argument check, as the matcher takes it.
+  CollectiveCall all_gather_call(const Tensor& send, Tensor& recv, const CallSite& site, bool blocking);
+  CollectiveCall reduce_scatter_call(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site,
+                                     bool blocking);
+  CollectiveCall all_reduce_call(Tensor& buffer, ReduceOp op, const CallSite& site, bool blocking);
+  CollectiveCall broadcast_call(Tensor& buffer, int root, const CallSite& site, bool blocking);
+  CollectiveCall barrier_call(const CallSite& site, bool blocking);
+  std::shared_ptr<Work> issue_async(CollectiveCall call);
+  void issue_and_wait(CollectiveCall call);
+  // The call's own copy of `site`, shared from here on by everything that keeps it. Consecutive
+  // calls from one site share one copy.
+  std::shared_ptr<const CallSite> shared_site(const CallSite& site);
+
   int rank_;
   int world_;
   int task_;
   CollectiveMatcher& matcher_;
+  std::shared_ptr<const CallSite> last_site_;
 };
 
 }  // namespace zero3

@@ -180,7 +180,7 @@ SimResult SimWorld::result() const {
     if (!result.ranks[rank].ok) result.root_cause_rank = static_cast<int>(rank);
   }
   result.event_log_hash = recorder_->hash();
-  result.event_log = recorder_->to_json();
+  if (options_.event_log_json) result.event_log = recorder_->to_json();
   return result;
 }
 

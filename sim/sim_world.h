@@ -70,6 +70,9 @@ struct SimOptions {
   // unshared one does; with it, it is another sample (jitter and the tie-breaks share a stream,
   // and fewer fibers take fewer tie-breaks).
   std::vector<std::vector<int>> rank_groups{};
+  // false: SimResult::event_log stays null (its hash is still computed). Building the JSON of a
+  // long log costs more than the run that made it, so a benchmark that never reads it skips it.
+  bool event_log_json = true;
 };
 
 // What one rank's program sees.
@@ -130,7 +133,9 @@ struct SimResult {
   std::vector<FiredFault> fired;
   int root_cause_rank = -1;  // the first rank to fail with an error of its own; -1 when all ok
   uint64_t event_log_hash = 0;
-  nlohmann::json event_log;  // Recorder::to_json(): one log per fiber, so per rank unless shared
+  // Recorder::to_json(): one log per fiber, so per rank unless shared; null without
+  // SimOptions::event_log_json.
+  nlohmann::json event_log;
 
   bool all_ok() const { return root_cause_rank < 0; }
   int exit_code() const;            // 0, or the root cause's exit code

@@ -117,14 +117,20 @@ class Communicator {
   // Gives up on the world: pending and later collectives fail with PeerFailureError on every rank.
   virtual void abort(const std::string& reason) = 0;
 
-  // Blocking forms.
-  void all_gather(const Tensor& send, Tensor& recv, const CallSite& site) { all_gather_async(send, recv, site)->wait(); }
-  void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site) {
+  // Blocking forms: the asynchronous call, then wait(). Optional to override: an implementation
+  // may skip work that only a caller running between issue and wait could observe (the simulator
+  // poisons the outputs of asynchronous calls only).
+  virtual void all_gather(const Tensor& send, Tensor& recv, const CallSite& site) {
+    all_gather_async(send, recv, site)->wait();
+  }
+  virtual void reduce_scatter(const Tensor& send, Tensor& recv, ReduceOp op, const CallSite& site) {
     reduce_scatter_async(send, recv, op, site)->wait();
   }
-  void all_reduce(Tensor& buffer, ReduceOp op, const CallSite& site) { all_reduce_async(buffer, op, site)->wait(); }
-  void broadcast(Tensor& buffer, int root, const CallSite& site) { broadcast_async(buffer, root, site)->wait(); }
-  void barrier(const CallSite& site) { barrier_async(site)->wait(); }
+  virtual void all_reduce(Tensor& buffer, ReduceOp op, const CallSite& site) {
+    all_reduce_async(buffer, op, site)->wait();
+  }
+  virtual void broadcast(Tensor& buffer, int root, const CallSite& site) { broadcast_async(buffer, root, site)->wait(); }
+  virtual void barrier(const CallSite& site) { barrier_async(site)->wait(); }
 };
 
 }  // namespace zero3
