@@ -14,7 +14,7 @@ Verdict check_replay_memory(const FuzzCase& fuzz_case) {
     return {.ok = false, .message = "ZeRO-3 failed where DDP trains, rank " + std::to_string(run.sim.root_cause_rank) +
                                     ": " + run.sim.root_cause()};
   }
-  const Trace trace = record_training_trace(options, run.sim.event_log);
+  const Trace trace = record_training_trace(options, run.sim.event_log());
   ReplayOptions replay;
   replay.world = fuzz_case.world;
   replay.config = fuzz_case.config;

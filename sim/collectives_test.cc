@@ -182,7 +182,7 @@ TEST(SimCollectives, MetaCollectivesMoveNoDataButAreMatchedTimedAndRecorded) {
   });
   ASSERT_TRUE(result.all_ok()) << result.summary();
   for (int rank = 0; rank < world; ++rank) {
-    const nlohmann::json& event = result.event_log["ranks"][rank][0];
+    const nlohmann::json& event = result.event_log()["ranks"][rank][0];
     EXPECT_EQ(event["op"], "all_gather");
     EXPECT_EQ(event["meta"], true);
     EXPECT_EQ(event["bytes"], (int64_t{1} << 32) * world);
@@ -267,12 +267,12 @@ TEST(SimClock, ComputeAdvancesByFlopsOverPeakAndACollectiveStartsWhenTheLastRank
   // 2000 bytes over 2 ranks: 1 us latency + 1/2 * 2000 B / 1 GB/s = 2 us, starting at 3 ms.
   const double expected_end_s = 3e-3 + 1e-6 + 1e-6;
   for (int rank = 0; rank < 2; ++rank) {
-    const nlohmann::json& event = result.event_log["ranks"][rank][0];
+    const nlohmann::json& event = result.event_log()["ranks"][rank][0];
     EXPECT_DOUBLE_EQ(event["start_s"].get<double>(), 3e-3);
     EXPECT_DOUBLE_EQ(event["end_s"].get<double>(), expected_end_s);
     EXPECT_DOUBLE_EQ(sim_world.rank(rank).now_s(), expected_end_s);
   }
-  EXPECT_DOUBLE_EQ(result.event_log["ranks"][0][0]["issue_s"].get<double>(), 1e-3);
+  EXPECT_DOUBLE_EQ(result.event_log()["ranks"][0][0]["issue_s"].get<double>(), 1e-3);
 }
 
 }  // namespace

@@ -99,7 +99,7 @@ CommBenchMeasurement time_simulated_collective(bool gather, const CommBenchOptio
   std::vector<double> round_time_s(kRounds, 0.0);
   std::vector<int64_t> wrong_by_rank(static_cast<size_t>(options.world), 0);
   Stopwatch watch;
-  SimWorld world(SimOptions{.world = options.world, .seed = options.seed, .event_log_json = false});
+  SimWorld world(SimOptions{.world = options.world, .seed = options.seed});
   const SimResult result = world.run([&](SimRank& sim) {
     const int64_t send_numel = gather ? count : count * sim.world();
     Tensor send = Tensor::zeros({send_numel});

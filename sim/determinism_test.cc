@@ -32,7 +32,7 @@ TEST(SimDeterminism, AFaultedMultiRankRunTwiceGivesTheSameEventLogAndHash) {
     const SimResult first = run_program(seed, "all");
     const SimResult second = run_program(seed, "all");
     EXPECT_EQ(first.event_log_hash, second.event_log_hash) << "seed " << seed;
-    EXPECT_EQ(first.event_log, second.event_log) << "seed " << seed;
+    EXPECT_EQ(first.event_log(), second.event_log()) << "seed " << seed;
     EXPECT_EQ(first.summary(), second.summary());
   }
 }

@@ -14,6 +14,7 @@
 #include "core/zero3/rank_program.h"
 #include "sim/observed_communicator.h"
 #include "sim/opaque_device.h"
+#include "sim/recorder.h"
 
 namespace zero3 {
 
@@ -69,16 +70,13 @@ std::optional<Checkpoint> checkpoint_to_resume(const DistributedRunOptions& opti
 
 std::map<std::string, CollectiveTotals> collective_totals(const SimResult& sim) {
   std::map<std::string, CollectiveTotals> totals;
-  const auto& ranks = sim.event_log.at("ranks");
-  if (ranks.empty()) return totals;
-  for (const auto& event : ranks.at(0)) {
-    if (event.value("type", "") != "collective") continue;
+  sim.recorder->for_each_collective(0, [&](const CollectiveEvent& event) {
     // The end-of-run gather for comparisons is not part of training's traffic.
-    if (event.value("phase", "") == "gather_state") continue;
-    CollectiveTotals& total = totals[event.at("op").get<std::string>()];
+    if (event.site->phase == "gather_state") return;
+    CollectiveTotals& total = totals[collective_op_name(event.signature.op)];
     total.count++;
-    total.bytes += event.at("bytes").get<int64_t>();
-  }
+    total.bytes += event.bytes;
+  });
   return totals;
 }
 

@@ -107,7 +107,7 @@ TEST(SimFaults, AReorderedCompletionLetsALaterCollectiveCompleteFirstWithExactRe
     for (int rank = 0; rank < kWorld; ++rank) EXPECT_EQ(run.wrong[rank], 0) << "seed " << seed;
     // Rank 0 logs collectives in completion order: the reduce-scatter (#1) logged before the
     // gather (#0) overtook it.
-    for (const nlohmann::json& event : run.result.event_log["ranks"][0]) {
+    for (const nlohmann::json& event : run.result.event_log()["ranks"][0]) {
       if (event["type"] != "collective") continue;
       overtaken = event["seq"] == 1;
       break;

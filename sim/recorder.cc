@@ -39,6 +39,13 @@ nlohmann::json Recorder::event_json(const Event& event) {
   return std::get<nlohmann::json>(event);
 }
 
+void Recorder::for_each_collective(int rank, const std::function<void(const CollectiveEvent&)>& visit) const {
+  check_rank(rank, "for_each_collective");
+  for (const Event& event : logs_[static_cast<size_t>(rank)]) {
+    if (const auto* collective = std::get_if<CollectiveEvent>(&event)) visit(*collective);
+  }
+}
+
 std::vector<nlohmann::json> Recorder::events(int rank) const {
   check_rank(rank, "events");
   std::vector<nlohmann::json> events;

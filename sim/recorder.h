@@ -16,6 +16,7 @@
 //   uint64_t fingerprint = recorder.hash();
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,6 +41,8 @@ class Recorder {
 
   // The log of `rank` as JSON objects, built on each call.
   std::vector<nlohmann::json> events(int rank) const;
+  // The completed collectives of `rank`'s log in order, without making JSON of them.
+  void for_each_collective(int rank, const std::function<void(const CollectiveEvent&)>& visit) const;
   uint64_t hash() const;
   // {"world": W, "hash": "<16 hex digits>", "ranks": [[event, ...], ...]}
   nlohmann::json to_json() const;

@@ -26,10 +26,10 @@ TEST(SimScale, ThousandTwentyFourRanksCompleteZeroCountAndMetaCollectives) {
     sim.comm().barrier(call_site("", -1, "step"));
   });
   ASSERT_TRUE(result.all_ok()) << result.summary();
-  EXPECT_EQ(result.event_log["ranks"].size(), static_cast<size_t>(kWorld));
+  EXPECT_EQ(result.event_log()["ranks"].size(), static_cast<size_t>(kWorld));
   // 5 collectives and an exit per rank.
-  EXPECT_EQ(result.event_log["ranks"][kWorld - 1].size(), 6u);
-  EXPECT_EQ(result.event_log["ranks"][kWorld - 1][1]["bytes"], shard_numel * kWorld * 2);
+  EXPECT_EQ(result.event_log()["ranks"][kWorld - 1].size(), 6u);
+  EXPECT_EQ(result.event_log()["ranks"][kWorld - 1][1]["bytes"], shard_numel * kWorld * 2);
 }
 
 }  // namespace

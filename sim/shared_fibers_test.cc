@@ -73,8 +73,8 @@ TEST(SharedFibers, ACleanRunHasEveryRanksClockAndCollectivesWithOneFiberPerGroup
   EXPECT_EQ(runs.shared.ranks.size(), 8u);
   EXPECT_EQ(shared_clocks, every_rank_clocks);
   // One log per fiber; each is the log of the rank the fiber ran as, timed and sized at world 8.
-  const nlohmann::json& shared_logs = runs.shared.event_log.at("ranks");
-  const nlohmann::json& every_rank_logs = runs.every_rank.event_log.at("ranks");
+  const nlohmann::json& shared_logs = runs.shared.event_log().at("ranks");
+  const nlohmann::json& every_rank_logs = runs.every_rank.event_log().at("ranks");
   ASSERT_EQ(shared_logs.size(), 2u);
   ASSERT_EQ(every_rank_logs.size(), 8u);
   EXPECT_EQ(shared_logs[0], every_rank_logs[0]);

@@ -56,6 +56,12 @@ const std::string& SimResult::root_cause() const {
   return all_ok() ? none : ranks[static_cast<size_t>(root_cause_rank)].error;
 }
 
+const nlohmann::json& SimResult::event_log() const {
+  ZERO3_CHECK(recorder != nullptr, "event_log() of a result without a recorder");
+  if (!event_log_json_) event_log_json_ = std::make_shared<const nlohmann::json>(recorder->to_json());
+  return *event_log_json_;
+}
+
 std::string SimResult::summary() const {
   std::string text = "sim world=" + std::to_string(world) + " seed=" + std::to_string(seed) + " faults=" + faults +
                      ": " + (all_ok() ? "ok" : "FAILED, exit " + std::to_string(exit_code()));
@@ -92,7 +98,7 @@ RankGroups checked_groups(const SimOptions& options) {
 SimWorld::SimWorld(SimOptions options) : options_(std::move(options)), groups_(checked_groups(options_)) {
   const int tasks = groups_.tasks();
   outcomes_.resize(static_cast<size_t>(tasks));
-  recorder_ = std::make_unique<Recorder>(tasks);
+  recorder_ = std::make_shared<Recorder>(tasks);
   faults_ = std::make_unique<FaultInjector>(options_.faults, options_.seed, recorder_.get());
   scheduler_ = std::make_unique<FiberScheduler>(tasks, options_.seed, options_.fiber_stack_bytes);
   matcher_ = std::make_unique<CollectiveMatcher>(groups_, *scheduler_, *faults_, *recorder_, options_.hardware,
@@ -180,7 +186,7 @@ SimResult SimWorld::result() const {
     if (!result.ranks[rank].ok) result.root_cause_rank = static_cast<int>(rank);
   }
   result.event_log_hash = recorder_->hash();
-  if (options_.event_log_json) result.event_log = recorder_->to_json();
+  result.recorder = recorder_;
   return result;
 }
 

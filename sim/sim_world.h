@@ -70,9 +70,6 @@ struct SimOptions {
   // unshared one does; with it, it is another sample (jitter and the tie-breaks share a stream,
   // and fewer fibers take fewer tie-breaks).
   std::vector<std::vector<int>> rank_groups{};
-  // false: SimResult::event_log stays null (its hash is still computed). Building the JSON of a
-  // long log costs more than the run that made it, so a benchmark that never reads it skips it.
-  bool event_log_json = true;
 };
 
 // What one rank's program sees.
@@ -133,14 +130,19 @@ struct SimResult {
   std::vector<FiredFault> fired;
   int root_cause_rank = -1;  // the first rank to fail with an error of its own; -1 when all ok
   uint64_t event_log_hash = 0;
-  // Recorder::to_json(): one log per fiber, so per rank unless shared; null without
-  // SimOptions::event_log_json.
-  nlohmann::json event_log;
+  // The run's log, shared by every copy of this result. Its JSON form (Recorder::to_json(): one
+  // log per fiber, so per rank unless shared) is built on the first call of event_log(): it costs
+  // more than the run that made it, and most callers read only the hash or the collective totals.
+  std::shared_ptr<const Recorder> recorder;
+  const nlohmann::json& event_log() const;
 
   bool all_ok() const { return root_cause_rank < 0; }
   int exit_code() const;            // 0, or the root cause's exit code
   const std::string& root_cause() const;  // the root cause's error text; "" when all ok
   std::string summary() const;      // seed line, root cause, failed ranks grouped, fired faults, hash
+
+ private:
+  mutable std::shared_ptr<const nlohmann::json> event_log_json_;
 };
 
 class SimWorld {
@@ -165,7 +167,7 @@ class SimWorld {
 
   SimOptions options_;
   RankGroups groups_;
-  std::unique_ptr<Recorder> recorder_;
+  std::shared_ptr<Recorder> recorder_;  // also held by the results of the run that made it
   std::unique_ptr<FaultInjector> faults_;
   std::unique_ptr<FiberScheduler> scheduler_;
   std::unique_ptr<CollectiveMatcher> matcher_;

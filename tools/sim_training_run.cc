@@ -177,7 +177,7 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   if (!options.record_path.empty()) {
     // A trace (traces/FORMAT.md): the run's events, re-recorded on the DDP reference so they are
     // complete even when this run hung, and this run's collective log.
-    const Trace trace = record_training_trace(run, result.sim.event_log);
+    const Trace trace = record_training_trace(run, result.sim.event_log());
     write_trace(options.record_path, trace);
     std::printf("  trace (%s, event log hash %s) written to %s; replay it with `zero3 replay %s`\n",
                 trace.divergent() ? "per-rank events" : "one event list for all ranks",

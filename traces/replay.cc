@@ -148,7 +148,7 @@ void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayRe
     replay_rank(trace, options, rank.comm(), rank.allocator(), clock, rank.kernels(), out);
   });
   if (!sim.all_ok()) result.failure = failure_of(sim.ranks[static_cast<size_t>(sim.root_cause_rank)]);
-  const nlohmann::json& logs = sim.event_log.at("ranks");  // one per fiber
+  const nlohmann::json& logs = sim.event_log().at("ranks");  // one per fiber
   result.ranks.resize(static_cast<size_t>(result.world));
   result.collectives.resize(static_cast<size_t>(result.world));
   for (int task = 0; task < groups.tasks(); ++task) {

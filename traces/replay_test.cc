@@ -152,7 +152,7 @@ TEST(Replay, ARecordedRunReplaysToExactlyTheCollectivesItIssued) {
   options.config.zero.persistence_threshold = 64;
   const DistributedRunResult run = run_distributed(options);
   ASSERT_TRUE(run.sim.all_ok()) << run.sim.summary();
-  const Trace trace = record_training_trace(options, run.sim.event_log);
+  const Trace trace = record_training_trace(options, run.sim.event_log());
   ReplayOptions replay;
   replay.config = options.config;
   const ShapeReplayResult result = replay_trace(trace, replay);
@@ -184,7 +184,7 @@ TEST(Replay, ARecordedRunReplaysToTheMemoryPeaksItMeasuredOnEveryRank) {
       options.config.zero.leaf_modules = {"moe"};
       const DistributedRunResult run = run_distributed(options);
       ASSERT_TRUE(run.sim.all_ok()) << what << ": " << run.sim.summary();
-      const Trace trace = record_training_trace(options, run.sim.event_log);
+      const Trace trace = record_training_trace(options, run.sim.event_log());
       ReplayOptions replay;
       replay.config = options.config;
       const ShapeReplayResult result = replay_trace(trace, replay);

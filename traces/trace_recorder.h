@@ -8,7 +8,7 @@
 // so the trace also replays functionally.
 //
 //   const DistributedRunResult result = run_distributed(options);
-//   write_trace(path, record_training_trace(options, result.sim.event_log));
+//   write_trace(path, record_training_trace(options, result.sim.event_log()));
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -168,7 +168,7 @@ TEST(TraceRecorder, AnSpmdRunIsStoredOnceForAllRanksWithItsCollectives) {
   options.config.zero.stage = 3;
   const DistributedRunResult run = run_distributed(options);
   ASSERT_TRUE(run.sim.all_ok()) << run.sim.summary();
-  const Trace trace = record_training_trace(options, run.sim.event_log);
+  const Trace trace = record_training_trace(options, run.sim.event_log());
   EXPECT_FALSE(trace.divergent());
   ASSERT_EQ(trace.steps.size(), 1u);  // two identical steps: one entry repeated
   EXPECT_EQ(trace.steps[0].repeat, 2);
@@ -196,7 +196,7 @@ TEST(TraceRecorder, AnMoeRunWhoseRanksRouteDifferentlyKeepsPerRankEvents) {
   options.config.zero.stage = 3;
   options.config.zero.leaf_modules = {"moe"};  // the leaf policy lets the ZeRO-3 run itself finish
   const DistributedRunResult run = run_distributed(options);
-  const Trace trace = record_training_trace(options, run.sim.event_log);
+  const Trace trace = record_training_trace(options, run.sim.event_log());
   EXPECT_TRUE(trace.divergent());
   EXPECT_EQ(trace.divergent_ranks(), 4);
   EXPECT_NO_THROW(read_trace(nlohmann::json::parse(trace_to_text(trace)), "moe.json"));
