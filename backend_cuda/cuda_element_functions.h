@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/base/errors.h"
+#include "core/tensor/element_math.h"
 #include "core/tensor/kernels.h"
 #include "core/tensor/shape.h"
 
@@ -106,64 +107,9 @@ ZERO3_HOST_DEVICE inline float binary_value(BinaryOp op, float a, float b) {
   return a * b;
 }
 
-// element_math.h's tanh and GELU, operation for operation (only its std::bit_cast is replaced, so
-// the device can call them). With contraction off (nvcc --fmad=false, as the reference builds with
-// -ffp-contract=off) the GPU computes the reference's bits.
-ZERO3_HOST_DEVICE inline float exp_0_to_20(float y) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2High = 0.693145751953125f;
-  constexpr float kLn2Low = 1.42860682030941723e-6f;
-  constexpr float kRoundingShift = 12582912.0f;
-  const float n = (y * kLog2e + kRoundingShift) - kRoundingShift;
-  const float r = (y - n * kLn2High) - n * kLn2Low;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const int32_t exponent_bits = (static_cast<int32_t>(n) + 127) << 23;
-  return p * float_of(static_cast<uint32_t>(exponent_bits));
-}
-
-ZERO3_HOST_DEVICE inline float tanh(float x) {
-  const uint32_t bits = bits_of(x);
-  const uint32_t sign = bits & 0x80000000u;
-  const uint32_t magnitude_bits = bits & 0x7fffffffu;
-  const float magnitude = float_of(magnitude_bits);
-  constexpr uint32_t kTenBits = 0x41200000u;
-  const float clamped = float_of(magnitude_bits < kTenBits ? magnitude_bits : kTenBits);
-  const float large = 1.0f - 2.0f / (exp_0_to_20(2.0f * clamped) + 1.0f);
-  const float x2 = x * x;
-  float p = -929569.0f / 638512875.0f;
-  p = p * x2 + 21844.0f / 6081075.0f;
-  p = p * x2 + -1382.0f / 155925.0f;
-  p = p * x2 + 62.0f / 2835.0f;
-  p = p * x2 + -17.0f / 315.0f;
-  p = p * x2 + 2.0f / 15.0f;
-  p = p * x2 + -1.0f / 3.0f;
-  const float small = x + x * x2 * p;
-  const uint32_t use_small = 0u - static_cast<uint32_t>(!(magnitude >= 0.55f));
-  const uint32_t large_bits = bits_of(large) | sign;
-  return float_of((bits_of(small) & use_small) | (large_bits & ~use_small));
-}
-
-inline constexpr float kSqrt2OverPi = 0.7978845608028654f;
-inline constexpr float kGeluCubic = 0.044715f;
-
-ZERO3_HOST_DEVICE inline float gelu(float x) {
-  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  return 0.5f * x * (1.0f + tanh(inner));
-}
-
-ZERO3_HOST_DEVICE inline float gelu_derivative(float x) {
-  const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
-  const float t = tanh(inner);
-  const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * d_inner;
-}
+// GELU and its derivative are element_math.h's own functions, host and device alike.
+ZERO3_HOST_DEVICE inline float gelu(float x) { return element_math::gelu(x); }
+ZERO3_HOST_DEVICE inline float gelu_derivative(float x) { return element_math::gelu_derivative(x); }
 
 // std::max(x, 0) as the reference writes it: NaN and -0 pass through.
 ZERO3_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }

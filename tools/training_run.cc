@@ -189,6 +189,17 @@ void write_failure_report(const TrainOptions& options, const std::exception& err
   }
 }
 
+// The run's model, initialised from the seed (or --init-from): every trainer and rank starts here.
+BuiltModel initialized_model(const TrainOptions& options, const TrainConfig& config) {
+  BuiltModel built = build_model(options.model, {.seed = options.seed,
+                                                 .data_file = options.data_file,
+                                                 .micro_steps_per_step = config.gradient_accumulation_steps,
+                                                 .init_from = options.init_from,
+                                                 .init_names = options.init_names});
+  initialize_model(built, options.seed);
+  return built;
+}
+
 // --backend cuda: every rank this process drives (one thread per GPU, or this process's one GPU
 // under a launcher) trains its own copy of the model from the same seed; rank 0's outcome is the
 // run's. The world size is the number of GPUs, which --ranks may only repeat.
@@ -206,12 +217,7 @@ TrainOutcome train_on_gpus(TrainOptions& options, const TrainConfig& config) {
     TrainOptions rank_options = options;
     rank_options.ranks = rank.world;
     world = rank.world;
-    BuiltModel built = build_model(options.model, {.seed = options.seed,
-                                                   .data_file = options.data_file,
-                                                   .micro_steps_per_step = config.gradient_accumulation_steps,
-                                                   .init_from = options.init_from,
-                                                   .init_names = options.init_names});
-    initialize_model(built, options.seed);
+    BuiltModel built = initialized_model(options, config);
     if (rank.rank == 0) {
       std::printf("  rank 0 on cuda:%d, %s; world %d%s%s\n", rank.device_index, rank.device_description.c_str(),
                   rank.world, rank.launcher.empty() ? " (one thread per GPU)" : ", launched by ",
@@ -252,12 +258,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   std::vector<std::string> warnings;
   const TrainConfig config = resolve_train_config(options, &warnings);
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
-  BuiltModel built = build_model(options.model, {.seed = options.seed,
-                                                 .data_file = options.data_file,
-                                                 .micro_steps_per_step = config.gradient_accumulation_steps,
-                                                 .init_from = options.init_from,
-                                                 .init_names = options.init_names});
-  initialize_model(built, options.seed);
+  BuiltModel built = initialized_model(options, config);
   print_banner(options, config, built);
 
   TrainOutcome outcome;

@@ -2,8 +2,10 @@
 // time: tanh (for the tanh GELU) and the GELU forward and derivative built on it. Branch-free
 // float arithmetic only (no libm, no lookup tables), so a loop over them vectorises, and every
 // operation is an IEEE one with contraction off (the kernels' build flags): the same input gives
-// the same bits on every thread count, vector width and machine. A CUDA kernel can share them
-// as they are (they are constexpr-free plain inline functions over float and int32).
+// the same bits on every thread count, vector width and machine. The CUDA kernels call these same
+// functions (backend_cuda/cuda_element_functions.h): under nvcc they are __host__ __device__ (a
+// macro, no CUDA header; std::bit_cast runs on the device with --expt-relaxed-constexpr), so
+// built with contraction off there too (--fmad=false) a GPU computes the reference's bits.
 //
 // Accuracy (element_math_test.cc sweeps it): tanh within 4 ulp of libm's; GELU and its
 // derivative within 1e-6 of the double-precision formula, relative to the size of the formula's
@@ -12,11 +14,17 @@
 #include <bit>
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define ZERO3_ELEMENT_MATH_FUNCTION __host__ __device__ inline
+#else
+#define ZERO3_ELEMENT_MATH_FUNCTION inline
+#endif
+
 namespace zero3::element_math {
 
 // e^y for y in [0, 20] (what tanh needs): y = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor
 // series to r^7 (remainder below 0.1 ulp), 2^n put straight into the exponent bits.
-inline float exp_0_to_20(float y) {
+ZERO3_ELEMENT_MATH_FUNCTION float exp_0_to_20(float y) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2High = 0.693145751953125f;  // ln 2 split so n * kLn2High is exact for n < 2^8
   constexpr float kLn2Low = 1.42860682030941723e-6f;
@@ -38,7 +46,7 @@ inline float exp_0_to_20(float y) {
 // tanh: its odd Taylor series to x^15 below |x| = 0.55 (remainder below 0.5 ulp there), and
 // 1 - 2 / (e^{2|x|} + 1) above, with the sign put back. |x| >= 10 gives +-1 exactly, as libm
 // does in float (from 9.01 on). NaN propagates through both branches.
-inline float tanh(float x) {
+ZERO3_ELEMENT_MATH_FUNCTION float tanh(float x) {
   // Selections are written as bit masks, not ?:, so the loop stays one straight line of vector
   // instructions (GCC leaves ?: between floats as a branch here).
   const auto bits = std::bit_cast<uint32_t>(x);
@@ -69,12 +77,12 @@ constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
 // GELU's tanh approximation (PyTorch's approximate="tanh"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-inline float gelu(float x) {
+ZERO3_ELEMENT_MATH_FUNCTION float gelu(float x) {
   const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
   return 0.5f * x * (1.0f + tanh(inner));
 }
 
-inline float gelu_derivative(float x) {
+ZERO3_ELEMENT_MATH_FUNCTION float gelu_derivative(float x) {
   const float inner = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
   const float t = tanh(inner);
   const float d_inner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
