@@ -208,8 +208,8 @@ def main():
                 rows.append(row)
                 # Four significant digits: a tiny model's step is hundredths of a millisecond, where
                 # a fixed three decimals would leave the times too coarse to give the ratio.
-                print(f"{name:9} threads {thread_count}: zero3 {row['zero3_ms']:#9.4g} ms/step  torch "
-                      f"{row['torch_ms']:#9.4g} ms/step  zero3/torch {row['ratio_zero3_over_torch']:.3f}", flush=True)
+                print(f"{name:9} threads {thread_count}: zero3 {row['zero3_ms']:9.4g} ms/step  torch "
+                      f"{row['torch_ms']:9.4g} ms/step  zero3/torch {row['ratio_zero3_over_torch']:.3f}", flush=True)
     if args.report:
         tmp = args.report + ".tmp"
         with open(tmp, "w") as file:
