@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_cuda/kernel_test_data.h"
 #include "core/base/rng.h"
 #include "core/tensor/dtype.h"
 #include "core/tensor/element_math.h"
@@ -27,17 +28,9 @@ namespace math = cuda_math;
 constexpr uint64_t kSeed = 1729;
 const std::vector<DType> kDtypes = {DType::f32, DType::bf16};
 
-// Edge values first (zeros, NaN, infinities, large magnitudes), then uniform in [-spread, spread]
-// from (kSeed, stream, index).
+// Edge values first when asked, then uniform in [-spread, spread] from (kSeed, stream, index).
 Tensor test_tensor(const Shape& shape, DType dtype, uint64_t stream, float spread = 2.0f, bool edges = false) {
-  const std::vector<float> edge_values = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-40f, 20.0f, -20.0f};
-  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = edges && i < edge_values.size()
-                    ? edge_values[i]
-                    : spread * static_cast<float>(2.0 * uniform01(kSeed, stream, i) - 1.0);
-  }
-  return Tensor::from_values(shape, values, dtype);
+  return seeded_test_tensor(kSeed, shape, dtype, stream, spread, edges);
 }
 
 math::ElementsIn in_view(const Tensor& tensor) { return {tensor.device_bytes(), tensor.dtype() == DType::bf16}; }

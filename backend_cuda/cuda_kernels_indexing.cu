@@ -9,6 +9,7 @@
 
 #include "backend_cuda/cuda_kernels_internal.h"
 #include "core/base/errors.h"
+#include "core/tensor/slice_layout.h"
 
 namespace zero3 {
 namespace {
@@ -20,38 +21,23 @@ __global__ void permute_kernel(ElementsIn in, ElementsOut out, StridedWalk walk,
   for (int64_t i = first_index(); i < count; i += index_stride()) out.store(i, in[walk.offset(i, 0)]);
 }
 
-struct SliceLayout {
-  int64_t outer = 1, dim_full = 0, dim_part = 0, inner = 1;
-  // The offset in the full tensor of element `i` of the part, the part starting at `start`.
-  __device__ int64_t full_offset(int64_t i, int64_t start) const {
-    const int64_t block = dim_part * inner;
-    return (i / block * dim_full + start) * inner + i % block;
-  }
-};
-
-SliceLayout slice_layout(const Shape& full, const Shape& part, int64_t dim, int64_t start) {
-  ZERO3_CHECK(dim >= 0 && dim < static_cast<int64_t>(full.size()) && full.size() == part.size(),
-              "slice dim " + std::to_string(dim) + " of " + shape_str(full) + " / " + shape_str(part));
-  SliceLayout layout;
-  layout.dim_full = full[dim];
-  layout.dim_part = part[dim];
-  ZERO3_CHECK(start >= 0 && start + layout.dim_part <= layout.dim_full, "slice start " + std::to_string(start));
-  for (int64_t d = 0; d < dim; ++d) layout.outer *= full[d];
-  for (size_t d = dim + 1; d < full.size(); ++d) layout.inner *= full[d];
-  return layout;
+// The offset in the full tensor of element `i` of the part, the part starting at `start`.
+__device__ int64_t full_offset(const SliceLayout& layout, int64_t i, int64_t start) {
+  const int64_t block = layout.dim_part * layout.inner;
+  return (i / block * layout.dim_full + start) * layout.inner + i % block;
 }
 
 // Copies as the reference's segment copies do: equal dtypes keep their bits.
 __global__ void slice_kernel(ElementsIn in, ElementsOut out, SliceLayout layout, int64_t start, int64_t count) {
   for (int64_t i = first_index(); i < count; i += index_stride()) {
-    cuda_math::copy_element(in, layout.full_offset(i, start), out, i);
+    cuda_math::copy_element(in, full_offset(layout, i, start), out, i);
   }
 }
 
 __global__ void slice_backward_kernel(ElementsIn grad_part, ElementsOut grad_in, SliceLayout layout, int64_t start,
                                       int64_t count) {
   for (int64_t i = first_index(); i < count; i += index_stride()) {
-    const int64_t target = layout.full_offset(i, start);
+    const int64_t target = full_offset(layout, i, start);
     grad_in.store(target, grad_in[target] + grad_part[i]);
   }
 }

@@ -27,6 +27,7 @@
 #include "backend_cuda/cuda_context.h"
 #include "backend_cuda/cuda_gemm_timing.h"
 #include "backend_cuda/cuda_memory.h"
+#include "backend_cuda/kernel_test_data.h"
 #include "core/base/rng.h"
 
 namespace zero3 {
@@ -49,17 +50,9 @@ Tolerance for_output(DType dtype, Tolerance f32) {
   return {std::max(f32.abs, 1e-6f), f32.eps + 1.0f / 128.0f};
 }
 
-// Edge values first when asked (zeros, NaN, infinities, huge, tiny), then uniform in
-// [-spread, spread] from (kSeed, stream, index).
+// Edge values first when asked, then uniform in [-spread, spread] from (kSeed, stream, index).
 Tensor host_tensor(const Shape& shape, DType dtype, uint64_t stream, float spread = 2.0f, bool edges = false) {
-  const std::vector<float> edge_values = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e-40f, 20.0f, -20.0f};
-  std::vector<float> values(static_cast<size_t>(shape_numel(shape)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = edges && i < edge_values.size()
-                    ? edge_values[i]
-                    : spread * static_cast<float>(2.0 * uniform01(kSeed, stream, i) - 1.0);
-  }
-  return Tensor::from_values(shape, values, dtype);
+  return seeded_test_tensor(kSeed, shape, dtype, stream, spread, edges);
 }
 
 // Integer-valued floats in [0, bound), exact in bf16 too (bound <= 256).

@@ -5,27 +5,9 @@
 
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/base/errors.h"
+#include "core/tensor/slice_layout.h"
 
 namespace zero3 {
-namespace {
-
-struct SliceLayout {
-  int64_t outer = 1, dim_full = 0, dim_part = 0, inner = 1;
-};
-
-SliceLayout slice_layout(const Shape& full, const Shape& part, int64_t dim, int64_t start) {
-  ZERO3_CHECK(dim >= 0 && dim < static_cast<int64_t>(full.size()) && full.size() == part.size(),
-              "slice dim " + std::to_string(dim) + " of " + shape_str(full) + " / " + shape_str(part));
-  SliceLayout layout;
-  layout.dim_full = full[dim];
-  layout.dim_part = part[dim];
-  ZERO3_CHECK(start >= 0 && start + layout.dim_part <= layout.dim_full, "slice start " + std::to_string(start));
-  for (int64_t d = 0; d < dim; ++d) layout.outer *= full[d];
-  for (size_t d = dim + 1; d < full.size(); ++d) layout.inner *= full[d];
-  return layout;
-}
-
-}  // namespace
 
 void CpuKernels::permute(const Tensor& in, const std::vector<int64_t>& perm, Tensor& out) {
   ZERO3_CHECK(perm.size() == in.shape().size() && out.numel() == in.numel(), "permute of " + describe(in));
