@@ -63,4 +63,5 @@ zero3_build() {
 source "$ZERO3_ROOT/tools/lib/oracle_venv.sh"
 
 zero3_install_missing_packages
-zero3_build
+# tools/gpu-bundle builds its own configuration: it wants the packages, not this build.
+[ -n "${ZERO3_PACKAGES_ONLY:-}" ] || zero3_build

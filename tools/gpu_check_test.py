@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""tools/gpu-check's library search, the part of it that runs without a GPU: a build folder in
+tools/gpu-bundle's layout has its lib/ searched before the system's, a folder without zero3 is
+refused with exit 1, and a machine without a driver gets exit 4 after the libraries were found.
+
+  gpu_check_test.py ZERO3_BINARY
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+GPU_CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu-check")
+
+
+def gpu_check(*args):
+    result = subprocess.run([sys.executable, GPU_CHECK, *args], capture_output=True, text=True, timeout=120)
+    return result.returncode, result.stdout + result.stderr
+
+
+def main():
+    zero3 = sys.argv[1]
+    failures, checks = [], []
+
+    def expect(condition, what, output):
+        checks.append(what)
+        if not condition:
+            failures.append(f"{what}\n--- output ---\n{output[-2000:]}")
+
+    with tempfile.TemporaryDirectory() as empty:
+        code, output = gpu_check("--build", empty, "--check-libraries")
+        expect(code == 1 and "does not exist" in output and "gpu-bundle" in output,
+               f"a folder without tools/zero3: exit 1 naming tools/gpu-bundle, got {code}", output)
+
+    ldd = subprocess.run(["ldd", zero3], capture_output=True, text=True).stdout
+    carried = [line.split()[0] for line in ldd.splitlines() if "libboost_context" in line]
+    if not carried:
+        print("gpu_check_test: zero3 does not load libboost_context dynamically; the bundle-layout case needs one "
+              "carried library", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as bundle:
+        os.makedirs(os.path.join(bundle, "tools"))
+        os.makedirs(os.path.join(bundle, "lib"))
+        shutil.copy2(zero3, os.path.join(bundle, "tools", "zero3"))
+        system_copy = [line.split()[2] for line in ldd.splitlines() if "libboost_context" in line][0]
+        shutil.copy2(system_copy, os.path.join(bundle, "lib", carried[0]))
+        code, output = gpu_check("--build", bundle, "--check-libraries")
+        resolved = [line for line in output.splitlines() if carried[0] in line and "=>" in line]
+        expect(code == 0 and resolved and os.path.join(bundle, "lib") in resolved[0],
+               f"a bundle's lib/ comes first: {carried[0]} from {bundle}/lib, exit 0; got {code}", output)
+        expect("not found" not in output, "every library found", output)
+
+    if shutil.which("nvidia-smi") is None:
+        code, output = gpu_check("--build", os.path.dirname(os.path.dirname(zero3)), "--out",
+                                 os.path.join(tempfile.gettempdir(), "gpu-check-test-unwritten.json"))
+        expect(code == 4 and "no nvidia-smi" in output, f"no driver: exit 4, got {code}", output)
+
+    for failure in failures:
+        print("FAILED:", failure, file=sys.stderr)
+    print(f"gpu_check_test: {len(checks) - len(failures)} of {len(checks)} checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
