@@ -126,6 +126,8 @@ def cases(folder):
              ["bench", "step", "--backend", "cuda", "--report", os.path.join(folder, "step.json")], 4,
              ["--backend cuda: "], [os.path.join(folder, "step.json")]),
         ]),
+        ("bench step --backend cuda refuses an unknown model before asking for a GPU (exit 1, not 4)",
+         ["bench", "step", "--backend", "cuda", "--model", "no-such-model"], 1, ["'no-such-model'", "gpt-tiny"], []),
         ("bench step --backend cuda refuses a simulator flag, naming it",
          ["bench", "step", "--backend", "cuda", "--ranks", "2"], 1,
          ["--ranks is a flag of bench step --backend sim, not of --backend cuda"], []),

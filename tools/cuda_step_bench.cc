@@ -181,6 +181,9 @@ void run_cuda_step_bench(const CudaStepBenchOptions& options) {
   const TrainOptions train = train_options_for(options);
   std::vector<std::string> warnings;  // from a config file, which the bench does not read
   const TrainConfig config = resolve_train_config(train, &warnings);
+  // Bad input is exit 1 before any GPU is asked for: a model name or spec that does not build is
+  // refused here, on the host, not inside a rank's thread on a machine that may have no GPU.
+  (void)build_model(options.model, {.seed = options.seed, .micro_steps_per_step = config.gradient_accumulation_steps});
   std::optional<BenchFigures> measured;  // written by rank 0's thread only, read after every thread has ended
   run_on_cuda_ranks({.gpus = options.gpus, .bf16 = config.bf16}, [&](CudaRank& rank) {
     BuiltModel built = build_model(options.model, {.seed = options.seed,
