@@ -1,7 +1,8 @@
 // The engine's budgets do what the config asks, asserted on its counters rather than inferred from
 // equal results: a prefetch bucket that holds whole modules prefetches, none prefetches nothing; a
 // persistence threshold above every parameter gathers each once, one below them gathers every use;
-// a reuse distance that hits keeps parameters gathered. Equality with DDP holds in every case (an
+// a reuse distance that hits keeps parameters gathered; prefetches count in the live peak and the
+// live budget bounds them. Equality with DDP holds in every case (an
 // engine that ignored a budget would still be equal, which is why the counters are asserted).
 #include <gtest/gtest.h>
 
@@ -65,6 +66,31 @@ TEST(EngineBudgets, AReuseDistanceThatHitsKeepsParametersAndSavesGathers) {
   const DistributedRunResult reuse = run_equal_to_ddp(gpt_run(budgets(kDefault, kDefault, 0, int64_t{1} << 40)));
   EXPECT_LT(reuse.counters.gathered_elements, no_reuse.counters.gathered_elements)
       << "reuse " << reuse.counters.gathered_elements << " vs none " << no_reuse.counters.gathered_elements;
+}
+
+// gpt-tiny's largest fetch unit: h.*.mlp.fc, a 32x128 weight and its 128 biases.
+constexpr int64_t kLargestModuleElements = 32 * 128 + 128;
+
+TEST(EngineBudgets, PrefetchedGathersCountInTheLivePeakAndTheLiveBudgetBoundsThem) {
+  // Persistence 0, reuse distance 0: every module is gathered for each use and released after it.
+  // Without prefetch one module is held at a time, so the peak is the largest one.
+  const DistributedRunResult one_at_a_time = run_equal_to_ddp(gpt_run(budgets(kDefault, 1, 0, 0)));
+  EXPECT_EQ(one_at_a_time.counters.prefetched_params, 0);
+  EXPECT_EQ(one_at_a_time.counters.live_elements_peak, kLargestModuleElements);
+  // Prefetch holds the next modules' gathers in flight beside the running one: their buffers are
+  // allocated, so the peak counts them (it once counted only completed gathers and read the same
+  // 4,224 whatever the budget).
+  const DistributedRunResult unbounded = run_equal_to_ddp(gpt_run(budgets(kDefault, kDefault, 0, 0)));
+  EXPECT_GT(unbounded.counters.prefetched_params, 0);
+  EXPECT_GT(unbounded.counters.live_elements_peak, kLargestModuleElements);
+  // A live budget between the two: still prefetching, and the peak below the unbounded one.
+  constexpr int64_t kLiveBudget = 12'000;
+  const DistributedRunResult bounded = run_equal_to_ddp(gpt_run(budgets(kDefault, kLiveBudget, 0, 0)));
+  EXPECT_GT(bounded.counters.prefetched_params, 0);
+  EXPECT_LT(bounded.counters.live_elements_peak, unbounded.counters.live_elements_peak);
+  EXPECT_LE(bounded.counters.live_elements_peak, kLiveBudget)
+      << "peaks: bounded " << bounded.counters.live_elements_peak << ", unbounded "
+      << unbounded.counters.live_elements_peak;
 }
 
 }  // namespace

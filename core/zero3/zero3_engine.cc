@@ -107,7 +107,7 @@ void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::stri
 
 void Zero3Engine::account_live(int64_t delta) {
   live_elements_ += delta;
-  counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_);
+  counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_ + inflight_elements_);
 }
 
 bool Zero3Engine::is_leaf(const Module& module) const { return leaves_.count(&module) > 0; }
@@ -146,7 +146,9 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
     shards.push_back(&state->shard);
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
+    inflight_elements_ += state->numel;
   }
+  account_live(0);
   pending->layout.pack_shards(kernels_, shards, pending->send);
   pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, phase_.c_str()));
@@ -162,6 +164,7 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     pending.layout.unpack_full(kernels_, pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;
+    inflight_elements_ -= state.numel;
     move_status(state, ParamStatus::available, "<gather>");
     ctx.set_param_value(*state.param, state.full);
     allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());
@@ -221,8 +224,8 @@ void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamSta
 void Zero3Engine::prefetch_after(Module& module) {
   if (!config_.zero.overlap_comm || bugs_.on(Bug::prefetch_silently_off)) return;
   int64_t budget = config_.zero.prefetch_bucket_elements;
-  int64_t inflight = 0;
-  for (const auto& pending : pending_) inflight += pending->layout.block_numel() * comm_.world();
+  // Counted as the live elements are, without the buckets' padding.
+  int64_t inflight = inflight_elements_;
   for (const FetchEvent* event : trace_.upcoming(8)) {
     std::vector<ParamState*> to_prefetch;
     int64_t elements = 0;
@@ -250,7 +253,10 @@ void Zero3Engine::invalidate_trace(Context& ctx, Module& module) {
     PendingGather& pending = *pending_.front();
     std::vector<ParamState*> params = pending.params;
     if (bugs_.on(Bug::invalidate_without_wait)) {
-      for (ParamState* state : params) release(ctx, *state, module);
+      for (ParamState* state : params) {
+        inflight_elements_ -= state->numel;
+        release(ctx, *state, module);
+      }
       pending_.erase(pending_.begin());
       continue;
     }

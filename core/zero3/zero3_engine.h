@@ -36,7 +36,9 @@ struct EngineCounters {
   int64_t reduce_scatters = 0;
   int64_t prefetched_params = 0;
   int64_t trace_invalidations = 0;
-  int64_t live_elements_peak = 0;    // gathered elements held at once
+  // Gathered elements held at once, in-flight gathers included: their buffers are allocated when
+  // the gather is issued, and they are what stage3_max_live_parameters bounds.
+  int64_t live_elements_peak = 0;
   int64_t external_registrations = 0;
 };
 
@@ -175,6 +177,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   FetchTrace trace_;
   EngineCounters counters_;
   int64_t live_elements_ = 0;
+  int64_t inflight_elements_ = 0;  // elements of issued gathers not yet completed
   int64_t largest_module_elements_ = 0;
   EngineObserver* observer_ = nullptr;
   std::set<const Module*> leaves_;
