@@ -3,7 +3,7 @@
 #include <string>
 
 #include "backend_cuda/cuda_kernels_internal.h"
-#include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -87,19 +87,10 @@ __global__ void copy_segments_kernel(ElementsIn in, ElementsOut out, const Devic
   }
 }
 
-void check_segments(const Tensor& in, const Tensor& out, const std::vector<CopySegment>& segments) {
-  for (const CopySegment& segment : segments) {
-    ZERO3_CHECK(segment.count >= 0 && segment.from >= 0 && segment.to >= 0 &&
-                    segment.from + segment.count <= in.numel() && segment.to + segment.count <= out.numel(),
-                "copy segment " + std::to_string(segment.from) + "->" + std::to_string(segment.to) + " x" +
-                    std::to_string(segment.count) + " from " + describe(in) + " to " + describe(out));
-  }
-}
-
 }  // namespace
 
 void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  ZERO3_CHECK(out.shape() == broadcast_shapes(a.shape(), b.shape()), "binary out " + describe(out));
+  check_binary_sizes(a, b, out);
   const ElementsIn pa = read(a), pb = read(b);
   const ElementsOut po = write(out);
   const int64_t count = out.numel();
@@ -110,7 +101,7 @@ void CudaKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
 }
 
 void CudaKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "unary " + describe(in) + " -> " + describe(out));
+  check_same_numel("unary", in, out);
   const ElementsIn pi = read(in);
   const ElementsOut po = write(out);
   if (in.numel() == 0) return;
@@ -119,7 +110,7 @@ void CudaKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
 }
 
 void CudaKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
-  ZERO3_CHECK(in.numel() == grad_out.numel() && in.numel() == grad_in.numel(), "unary_backward sizes");
+  check_unary_backward_sizes(in, grad_out, grad_in);
   const ElementsIn pi = read(in), pg = read(grad_out);
   const ElementsOut po = write(grad_in);
   if (in.numel() == 0) return;
@@ -128,7 +119,7 @@ void CudaKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& gra
 }
 
 void CudaKernels::scale(const Tensor& in, float factor, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
+  check_same_numel("scale", in, out);
   const ElementsIn pi = read(in);
   const ElementsOut po = write(out);
   if (in.numel() == 0) return;
@@ -137,7 +128,7 @@ void CudaKernels::scale(const Tensor& in, float factor, Tensor& out) {
 }
 
 void CudaKernels::add_into(Tensor& accumulator, const Tensor& addend) {
-  ZERO3_CHECK(accumulator.shape() == addend.shape(), "add_into " + describe(accumulator) + " += " + describe(addend));
+  check_add_into_sizes(accumulator, addend);
   const ElementsIn pb = read(addend);
   const ElementsOut pa = write(accumulator);
   if (addend.numel() == 0) return;
@@ -148,8 +139,7 @@ void CudaKernels::add_into(Tensor& accumulator, const Tensor& addend) {
 void CudaKernels::fill(Tensor& out, float value) { fill_range(out, 0, out.numel(), value); }
 
 void CudaKernels::fill_range(Tensor& out, int64_t begin, int64_t count, float value) {
-  ZERO3_CHECK(begin >= 0 && count >= 0 && begin + count <= out.numel(),
-              "fill_range [" + std::to_string(begin) + ", +" + std::to_string(count) + ") of " + describe(out));
+  check_fill_range_sizes(out, begin, count);
   const ElementsOut po = write(out);
   if (count == 0) return;
   fill_kernel<<<blocks_for(count), kThreads, 0, stream()>>>(po, begin, count, value);
@@ -157,7 +147,7 @@ void CudaKernels::fill_range(Tensor& out, int64_t begin, int64_t count, float va
 }
 
 void CudaKernels::fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) {
-  ZERO3_CHECK(scalar.numel() == 1, "fill_from_scalar by " + describe(scalar));
+  check_scalar_operand("fill_from_scalar", scalar);
   const ElementsIn ps = read(scalar);
   const ElementsOut po = write(out);
   if (out.numel() == 0) return;
@@ -168,8 +158,8 @@ void CudaKernels::fill_from_scalar(Tensor& out, const Tensor& scalar, float mult
 
 void CudaKernels::scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor,
                                   Tensor& out) {
-  ZERO3_CHECK(scalar.numel() == 1, "scale_by_scalar by " + describe(scalar));
-  ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
+  check_scalar_operand("scale_by_scalar", scalar);
+  check_same_numel("scale", in, out);
   const ElementsIn pi = read(in), ps = read(scalar);
   const ElementsOut po = write(out);
   if (in.numel() == 0) return;
@@ -179,14 +169,14 @@ void CudaKernels::scale_by_scalar(const Tensor& in, const Tensor& scalar, float 
 }
 
 void CudaKernels::copy(const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "copy " + describe(in) + " -> " + describe(out));
+  check_same_numel("copy", in, out);
   copy_segments(in, out, {{.from = 0, .to = 0, .count = in.numel()}});
 }
 
 // Segments are copied all at once, so a segment's source must not overlap another's destination
 // in a buffer that is both in and out; every caller copies between different buffers.
 void CudaKernels::copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) {
-  check_segments(in, out, segments);
+  check_copy_segments_sizes(in, out, segments);
   const ElementsIn pi = read(in);
   const ElementsOut po = write(out);
   if (segments.size() == 1) {

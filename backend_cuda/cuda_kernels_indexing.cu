@@ -8,7 +8,7 @@
 #include <string>
 
 #include "backend_cuda/cuda_kernels_internal.h"
-#include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 #include "core/tensor/slice_layout.h"
 
 namespace zero3 {
@@ -95,14 +95,10 @@ __global__ void row_argmax_kernel(ElementsIn x, ElementsOut out, int64_t rows, i
   }
 }
 
-void check_rows(const std::vector<int64_t>& rows, int64_t row_count) {
-  for (int64_t row : rows) ZERO3_CHECK(row >= 0 && row < row_count, "select_rows row " + std::to_string(row));
-}
-
 }  // namespace
 
 void CudaKernels::permute(const Tensor& in, const std::vector<int64_t>& perm, Tensor& out) {
-  ZERO3_CHECK(perm.size() == in.shape().size() && out.numel() == in.numel(), "permute of " + describe(in));
+  check_permute_sizes(in, perm, out);
   const ElementsIn pi = read(in);
   const ElementsOut po = write(out);
   if (out.numel() == 0) return;
@@ -131,9 +127,8 @@ void CudaKernels::slice_backward_into(const Tensor& grad_part, int64_t dim, int6
 }
 
 void CudaKernels::select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) {
+  check_select_rows_sizes(x, rows, out);
   const int64_t cols = x.dim(1);
-  ZERO3_CHECK(out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows out " + describe(out));
-  check_rows(rows, x.dim(0));
   const ElementsIn px = read(x);
   const ElementsOut po = write(out);
   if (out.numel() == 0) return;
@@ -147,9 +142,8 @@ void CudaKernels::select_rows(const Tensor& x, const std::vector<int64_t>& rows,
 // order) and the GPU adds the runs.
 void CudaKernels::select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows,
                                             Tensor& grad_x) {
+  check_select_rows_backward_sizes(grad_out, rows, grad_x);
   const int64_t cols = grad_x.dim(1);
-  ZERO3_CHECK(grad_out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows grad " + describe(grad_out));
-  check_rows(rows, grad_x.dim(0));
   const ElementsIn part = read(grad_out);
   const ElementsOut full = write(grad_x);
   if (grad_out.numel() == 0) return;
@@ -167,8 +161,8 @@ void CudaKernels::select_rows_backward_into(const Tensor& grad_out, const std::v
 }
 
 void CudaKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
+  check_embedding_forward_sizes(table, ids, out);
   const int64_t cols = table.dim(1);
-  ZERO3_CHECK(out.numel() == ids.numel() * cols, "embedding out " + describe(out));
   const ElementsIn pt = read(table), pids = read(ids);
   const ElementsOut po = write(out);
   if (out.numel() == 0) return;
@@ -180,8 +174,8 @@ void CudaKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tens
 // The ids live on the GPU, so they are sorted there: cub's radix sort is stable, so equal rows
 // keep their id order, and it sorts only the bits a row index needs.
 void CudaKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) {
+  check_embedding_backward_sizes(grad_out, ids, grad_table);
   const int64_t cols = grad_table.dim(1), table_rows = grad_table.dim(0), count = ids.numel();
-  ZERO3_CHECK(grad_out.numel() == count * cols, "embedding grad " + describe(grad_out));
   const ElementsIn pids = read(ids), pgrad = read(grad_out);
   const ElementsOut table = write(grad_table);
   if (count == 0 || cols == 0) return;
@@ -212,8 +206,8 @@ void CudaKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& 
 // One thread per row: MoE routing's rows have a handful of experts each, and a serial scan keeps
 // the reference's tie (and NaN) behaviour exactly.
 void CudaKernels::row_argmax(const Tensor& x, Tensor& out) {
+  check_row_argmax_sizes(x, out);
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  ZERO3_CHECK(out.numel() == rows && cols > 0, "row_argmax of " + describe(x) + " into " + describe(out));
   const ElementsIn px = read(x);
   const ElementsOut po = write(out);
   if (rows == 0) return;

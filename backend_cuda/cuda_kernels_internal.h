@@ -209,7 +209,8 @@ class CudaKernels final : public Kernels {
   Tensor upload_table(const std::vector<Item>& items) {
     return upload_bytes(items.data(), static_cast<int64_t>(items.size()), static_cast<int64_t>(sizeof(Item)));
   }
-  // Sums in double of whole element ranges, written as one float (cuda_kernels_reduction.cu).
+  // Sums in double of whole element ranges, written as one float (cuda_kernels_reduction.cu). The
+  // ranges are in bounds: whole tensors, or sum_of_squares_into's, checked by its precondition.
   void finished_range_sum(const std::vector<TensorRange>& parts, bool squares, double divisor, Tensor& out,
                           int64_t index);
 

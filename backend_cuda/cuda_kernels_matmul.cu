@@ -7,6 +7,7 @@
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/cuda_kernels_internal.h"
 #include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -67,9 +68,7 @@ void strided_batched_gemm(cublasHandle_t handle, const void* a, const void* b, D
 // values when beta reads them) that is then rounded into out once.
 void CudaKernels::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, int64_t batch,
                          int64_t m, int64_t n, int64_t k, bool b_shared, float beta) {
-  ZERO3_CHECK(a.numel() == batch * m * k && out.numel() == batch * m * n &&
-                  b.numel() == (b_shared ? 1 : batch) * k * n,
-              "matmul sizes: a " + describe(a) + " b " + describe(b) + " out " + describe(out));
+  check_matmul_sizes(a, b, out, batch, m, n, k, b_shared);
   require_resident(a);
   require_resident(b);
   if (gemm_shape_log_) {

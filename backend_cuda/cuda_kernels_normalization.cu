@@ -4,7 +4,7 @@
 #include <string>
 
 #include "backend_cuda/cuda_kernels_internal.h"
-#include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -89,10 +89,9 @@ __global__ void cross_entropy_backward_kernel(ElementsIn probs, ElementsIn targe
 
 void CudaKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                      Tensor& out, Tensor& mean, Tensor& rstd) {
+  check_layer_norm_forward_sizes(x, gamma, beta, out, mean, rstd);
   const int64_t cols = gamma.numel();
   const int64_t rows = mean.numel();
-  ZERO3_CHECK(x.numel() == rows * cols && out.numel() == x.numel() && beta.numel() == cols && rstd.numel() == rows,
-              "layer_norm sizes: x " + describe(x) + " gamma " + describe(gamma));
   const ElementsIn px = read(x), pg = read(gamma), pb = read(beta);
   const ElementsOut po = write(out), pm = write(mean), pr = write(rstd);
   if (rows == 0) return;
@@ -103,11 +102,9 @@ void CudaKernels::layer_norm_forward(const Tensor& x, const Tensor& gamma, const
 
 void CudaKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                       const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+  check_layer_norm_backward_sizes(x, gamma, mean, grad_out, grad_x, grad_gamma, grad_beta);
   const int64_t cols = gamma.numel();
   const int64_t rows = mean.numel();
-  ZERO3_CHECK(x.numel() == rows * cols && grad_out.numel() == x.numel() && grad_x.numel() == x.numel() &&
-                  grad_gamma.numel() == cols && grad_beta.numel() == cols,
-              "layer_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
   const ElementsIn px = read(x), pg = read(gamma), pm = read(mean), pr = read(rstd), pdy = read(grad_out);
   const ElementsOut pdx = write(grad_x), pdgamma = write(grad_gamma), pdbeta = write(grad_beta);
   if (x.numel() > 0) {
@@ -122,7 +119,7 @@ void CudaKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, cons
 
 void CudaKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
   const int64_t steps = scores.rank() >= 2 ? scores.dim(-1) : 0;
-  ZERO3_CHECK(out.numel() == scores.numel(), "causal_softmax out " + describe(out));
+  check_causal_softmax_forward_sizes(scores, out);
   const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
   const ElementsIn ps = read(scores);
   const ElementsOut po = write(out);
@@ -133,7 +130,7 @@ void CudaKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
 
 void CudaKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) {
   const int64_t steps = out.rank() >= 2 ? out.dim(-1) : 0;
-  ZERO3_CHECK(grad_out.numel() == out.numel() && grad_scores.numel() == out.numel(), "causal_softmax_backward sizes");
+  check_causal_softmax_backward_sizes(out, grad_out, grad_scores);
   const int64_t rows = steps == 0 ? 0 : out.numel() / steps;
   const ElementsIn pp = read(out), pg = read(grad_out);
   const ElementsOut pd = write(grad_scores);
@@ -144,9 +141,7 @@ void CudaKernels::causal_softmax_backward(const Tensor& out, const Tensor& grad_
 
 void CudaKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) {
   const int64_t rows = logits.dim(0), vocab = logits.dim(1);
-  ZERO3_CHECK(rows > 0 && vocab > 0 && targets.numel() == rows && probs.numel() == logits.numel() &&
-                  loss.numel() == 1,
-              "cross_entropy sizes: logits " + describe(logits) + " targets " + describe(targets));
+  check_cross_entropy_forward_sizes(logits, targets, loss, probs);
   const ElementsIn pl = read(logits), pt = read(targets);
   const ElementsOut pp = write(probs), ploss = write(loss);
   Tensor row_loss = scratch(rows * static_cast<int64_t>(sizeof(double)));
@@ -161,9 +156,7 @@ void CudaKernels::cross_entropy_forward(const Tensor& logits, const Tensor& targ
 void CudaKernels::cross_entropy_backward(const Tensor& probs, const Tensor& targets, const Tensor& grad_loss,
                                          Tensor& grad_logits) {
   const int64_t rows = probs.dim(0), vocab = probs.dim(1);
-  ZERO3_CHECK(rows > 0 && grad_logits.numel() == probs.numel() && targets.numel() == rows,
-              "cross_entropy_backward sizes: probs " + describe(probs));
-  ZERO3_CHECK(grad_loss.numel() == 1, "cross_entropy_backward seed " + describe(grad_loss));
+  check_cross_entropy_backward_sizes(probs, targets, grad_loss, grad_logits);
   const ElementsIn pp = read(probs), pt = read(targets), pg = read(grad_loss);
   const ElementsOut pd = write(grad_logits);
   if (probs.numel() == 0) return;

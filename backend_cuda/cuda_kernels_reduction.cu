@@ -6,6 +6,7 @@
 
 #include "backend_cuda/cuda_kernels_internal.h"
 #include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -83,7 +84,6 @@ void CudaKernels::finished_range_sum(const std::vector<TensorRange>& parts, bool
   std::vector<DeviceRange> ranges;
   int64_t partial_count = 0, blocks_max = 1;
   for (const TensorRange& part : parts) {
-    ZERO3_CHECK(part.begin >= 0 && part.begin <= part.end && part.end <= part.tensor->numel(), "sum of squares range");
     const int64_t blocks = range_blocks(part.end - part.begin);
     ranges.push_back({.values = read(*part.tensor), .begin = part.begin, .end = part.end,
                       .first_partial = partial_count, .blocks = blocks});
@@ -105,8 +105,7 @@ void CudaKernels::finished_range_sum(const std::vector<TensorRange>& parts, bool
 }
 
 void CudaKernels::sum_to_shape(const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(broadcast_shapes(out.shape(), in.shape()) == in.shape(),
-              "sum_to_shape " + describe(in) + " -> " + describe(out));
+  check_sum_to_shape_sizes(in, out);
   const ElementsIn pi = read(in);
   const ElementsOut po = write(out);
   if (out.numel() == 0) return;
@@ -128,22 +127,20 @@ void CudaKernels::sum_all(const Tensor& in, Tensor& out_scalar) {
 }
 
 void CudaKernels::average(const Tensor& in, Tensor& out_scalar) {
-  ZERO3_CHECK(in.numel() > 0, "average of " + describe(in));
+  check_average_sizes(in);
   finished_range_sum({{.tensor = &in, .begin = 0, .end = in.numel()}}, false, static_cast<double>(in.numel()),
                      out_scalar, 0);
 }
 
 void CudaKernels::sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
                                       double divisor) {
-  ZERO3_CHECK(out.dtype() == DType::f32 && index >= 0 && index < out.numel(), "sum of squares into " + describe(out));
+  check_sum_of_squares_sizes(parts, out, index);
   finished_range_sum(parts, true, divisor, out, index);
 }
 
 void CudaKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                         const AdamWCoefficients& coefficients) {
-  ZERO3_CHECK(param.numel() == grad.numel() && param.numel() == exp_avg.numel() &&
-                  param.numel() == exp_avg_sq.numel(),
-              "adamw on " + describe(param));
+  check_adamw_sizes(param, grad, exp_avg, exp_avg_sq);
   const ElementsIn g = read(grad);
   const ElementsOut p = write(param), m = write(exp_avg), v = write(exp_avg_sq);
   if (param.numel() == 0) return;

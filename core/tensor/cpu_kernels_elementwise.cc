@@ -7,7 +7,7 @@
 
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/tensor/element_math.h"
-#include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -108,7 +108,7 @@ void column_sums(const float* in, int64_t in_numel, int64_t cols, float* out) {
 }  // namespace
 
 void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  ZERO3_CHECK(out.shape() == broadcast_shapes(a.shape(), b.shape()), "binary out " + describe(out));
+  check_binary_sizes(a, b, out);
   if (out.numel() == 0) return;
   const FloatsIn pa = read(a), pb = read(b);
   FloatsOut po = write(out);
@@ -120,8 +120,7 @@ void CpuKernels::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
 }
 
 void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(broadcast_shapes(out.shape(), in.shape()) == in.shape(),
-              "sum_to_shape " + describe(in) + " -> " + describe(out));
+  check_sum_to_shape_sizes(in, out);
   if (out.numel() == 0) return;
   const FloatsIn input = read(in);
   const float* pi = input.get();
@@ -148,7 +147,7 @@ void CpuKernels::sum_to_shape(const Tensor& in, Tensor& out) {
 
 // One loop per op, the op chosen outside it, so each loop vectorises (element_math.h).
 void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "unary " + describe(in) + " -> " + describe(out));
+  check_same_numel("unary", in, out);
   const FloatsIn input = read(in);
   FloatsOut output = write(out);
   const float* pi = input.get();
@@ -164,7 +163,7 @@ void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
 }
 
 void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
-  ZERO3_CHECK(in.numel() == grad_out.numel() && in.numel() == grad_in.numel(), "unary_backward sizes");
+  check_unary_backward_sizes(in, grad_out, grad_in);
   const FloatsIn input = read(in), upstream = read(grad_out);
   FloatsOut output = write(grad_in);
   const float* pi = input.get();
@@ -181,7 +180,7 @@ void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad
 }
 
 void CpuKernels::scale(const Tensor& in, float factor, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "scale " + describe(in) + " -> " + describe(out));
+  check_same_numel("scale", in, out);
   const FloatsIn input = read(in);
   FloatsOut output = write(out);
   const float* pi = input.get();
@@ -192,7 +191,7 @@ void CpuKernels::scale(const Tensor& in, float factor, Tensor& out) {
 }
 
 void CpuKernels::add_into(Tensor& accumulator, const Tensor& addend) {
-  ZERO3_CHECK(accumulator.shape() == addend.shape(), "add_into " + describe(accumulator) + " += " + describe(addend));
+  check_add_into_sizes(accumulator, addend);
   const FloatsIn addend_floats = read(addend);
   FloatsOut accumulator_floats = write(accumulator);
   const float* pb = addend_floats.get();
@@ -205,24 +204,18 @@ void CpuKernels::add_into(Tensor& accumulator, const Tensor& addend) {
 void CpuKernels::fill(Tensor& out, float value) { fill_range(out, 0, out.numel(), value); }
 
 void CpuKernels::fill_range(Tensor& out, int64_t begin, int64_t count, float value) {
-  ZERO3_CHECK(begin >= 0 && count >= 0 && begin + count <= out.numel(),
-              "fill_range [" + std::to_string(begin) + ", +" + std::to_string(count) + ") of " + describe(out));
+  check_fill_range_sizes(out, begin, count);
   FloatsOut po = write(out);
   std::fill_n(po.get() + begin, count, value);
 }
 
 void CpuKernels::copy(const Tensor& in, Tensor& out) {
-  ZERO3_CHECK(in.numel() == out.numel(), "copy " + describe(in) + " -> " + describe(out));
+  check_same_numel("copy", in, out);
   copy_segments(in, out, {{.from = 0, .to = 0, .count = in.numel()}});
 }
 
 void CpuKernels::copy_segments(const Tensor& in, Tensor& out, const std::vector<CopySegment>& segments) {
-  for (const CopySegment& segment : segments) {
-    ZERO3_CHECK(segment.count >= 0 && segment.from >= 0 && segment.to >= 0 &&
-                    segment.from + segment.count <= in.numel() && segment.to + segment.count <= out.numel(),
-                "copy segment " + std::to_string(segment.from) + "->" + std::to_string(segment.to) + " x" +
-                    std::to_string(segment.count) + " from " + describe(in) + " to " + describe(out));
-  }
+  check_copy_segments_sizes(in, out, segments);
   if (in.dtype() == out.dtype()) {
     // Same storage type: the bytes move unchanged (no widening round trip).
     require_resident(in, device());
@@ -244,20 +237,20 @@ void CpuKernels::copy_segments(const Tensor& in, Tensor& out, const std::vector<
 }
 
 void CpuKernels::fill_from_scalar(Tensor& out, const Tensor& scalar, float multiplier, float divisor) {
-  ZERO3_CHECK(scalar.numel() == 1, "fill_from_scalar by " + describe(scalar));
+  check_scalar_operand("fill_from_scalar", scalar);
   const float value = read(scalar)[0] * multiplier / divisor;
   fill(out, value);
 }
 
 void CpuKernels::scale_by_scalar(const Tensor& in, const Tensor& scalar, float multiplier, float divisor,
                                  Tensor& out) {
-  ZERO3_CHECK(scalar.numel() == 1, "scale_by_scalar by " + describe(scalar));
-  scale(in, read(scalar)[0] * multiplier / divisor, out);
+  check_scalar_operand("scale_by_scalar", scalar);
+  scale(in, read(scalar)[0] * multiplier / divisor, out);  // which checks in against out
 }
 
 void CpuKernels::row_argmax(const Tensor& x, Tensor& out) {
+  check_row_argmax_sizes(x, out);
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  ZERO3_CHECK(out.numel() == rows && cols > 0, "row_argmax of " + describe(x) + " into " + describe(out));
   const FloatsIn px = read(x);
   FloatsOut po = write(out);
   for (int64_t row = 0; row < rows; ++row) {
@@ -278,7 +271,7 @@ void CpuKernels::sum_all(const Tensor& in, Tensor& out_scalar) {
 }
 
 void CpuKernels::average(const Tensor& in, Tensor& out_scalar) {
-  ZERO3_CHECK(in.numel() > 0, "average of " + describe(in));
+  check_average_sizes(in);
   const FloatsIn pi = read(in);
   double total = 0.0;
   for (int64_t i = 0; i < in.numel(); ++i) total += pi[i];
@@ -288,10 +281,9 @@ void CpuKernels::average(const Tensor& in, Tensor& out_scalar) {
 
 void CpuKernels::sum_of_squares_into(const std::vector<TensorRange>& parts, Tensor& out, int64_t index,
                                      double divisor) {
-  ZERO3_CHECK(out.dtype() == DType::f32 && index >= 0 && index < out.numel(), "sum of squares into " + describe(out));
+  check_sum_of_squares_sizes(parts, out, index);
   double partial = 0.0;
   for (const TensorRange& part : parts) {
-    ZERO3_CHECK(part.begin >= 0 && part.begin <= part.end && part.end <= part.tensor->numel(), "sum of squares range");
     const FloatsIn values = read(*part.tensor);
     double total = 0.0;
     for (int64_t i = part.begin; i < part.end; ++i) total += static_cast<double>(values[i]) * static_cast<double>(values[i]);
@@ -304,9 +296,7 @@ void CpuKernels::sum_of_squares_into(const std::vector<TensorRange>& parts, Tens
 // PyTorch's AdamW: decoupled decay first, then the bias-corrected Adam update.
 void CpuKernels::adamw(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
                        const AdamWCoefficients& c) {
-  ZERO3_CHECK(param.numel() == grad.numel() && param.numel() == exp_avg.numel() &&
-                  param.numel() == exp_avg_sq.numel(),
-              "adamw on " + describe(param));
+  check_adamw_sizes(param, grad, exp_avg, exp_avg_sq);
   const FloatsIn g = read(grad);
   FloatsOut p = write(param), m = write(exp_avg), v = write(exp_avg_sq);
   parallel_blocks(param.numel(), kElementBlock, [&](int64_t begin, int64_t end) {

@@ -4,13 +4,13 @@
 #include <vector>
 
 #include "core/tensor/cpu_kernels_internal.h"
-#include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 #include "core/tensor/slice_layout.h"
 
 namespace zero3 {
 
 void CpuKernels::permute(const Tensor& in, const std::vector<int64_t>& perm, Tensor& out) {
-  ZERO3_CHECK(perm.size() == in.shape().size() && out.numel() == in.numel(), "permute of " + describe(in));
+  check_permute_sizes(in, perm, out);
   const std::vector<int64_t> in_strides = contiguous_strides(in.shape());
   std::vector<int64_t> strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) strides[i] = in_strides[perm[i]];
@@ -47,23 +47,21 @@ void CpuKernels::slice_backward_into(const Tensor& grad_part, int64_t dim, int64
 }
 
 void CpuKernels::select_rows(const Tensor& x, const std::vector<int64_t>& rows, Tensor& out) {
+  check_select_rows_sizes(x, rows, out);
   const int64_t cols = x.dim(1);
-  ZERO3_CHECK(out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows out " + describe(out));
   std::vector<CopySegment> segments;
   for (size_t r = 0; r < rows.size(); ++r) {
-    ZERO3_CHECK(rows[r] >= 0 && rows[r] < x.dim(0), "select_rows row " + std::to_string(rows[r]));
     segments.push_back({.from = rows[r] * cols, .to = static_cast<int64_t>(r) * cols, .count = cols});
   }
   copy_segments(x, out, segments);
 }
 
 void CpuKernels::select_rows_backward_into(const Tensor& grad_out, const std::vector<int64_t>& rows, Tensor& grad_x) {
+  check_select_rows_backward_sizes(grad_out, rows, grad_x);
   const int64_t cols = grad_x.dim(1);
-  ZERO3_CHECK(grad_out.numel() == static_cast<int64_t>(rows.size()) * cols, "select_rows grad " + describe(grad_out));
   const FloatsIn part = read(grad_out);
   FloatsOut full = write(grad_x);
   for (size_t r = 0; r < rows.size(); ++r) {
-    ZERO3_CHECK(rows[r] >= 0 && rows[r] < grad_x.dim(0), "select_rows row " + std::to_string(rows[r]));
     float* dst = full.get() + rows[r] * cols;
     const float* src = part.get() + static_cast<int64_t>(r) * cols;
     for (int64_t c = 0; c < cols; ++c) dst[c] += src[c];
@@ -71,8 +69,8 @@ void CpuKernels::select_rows_backward_into(const Tensor& grad_out, const std::ve
 }
 
 void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
+  check_embedding_forward_sizes(table, ids, out);
   const int64_t cols = table.dim(1);
-  ZERO3_CHECK(out.numel() == ids.numel() * cols, "embedding out " + describe(out));
   const FloatsIn pids = read(ids);
   std::vector<CopySegment> rows;
   for (int64_t i = 0; i < ids.numel(); ++i) {
@@ -82,8 +80,8 @@ void CpuKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tenso
 }
 
 void CpuKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) {
+  check_embedding_backward_sizes(grad_out, ids, grad_table);
   const int64_t cols = grad_table.dim(1);
-  ZERO3_CHECK(grad_out.numel() == ids.numel() * cols, "embedding grad " + describe(grad_out));
   const FloatsIn pids = read(ids), pgrad = read(grad_out);
   FloatsOut table = write(grad_table);
   for (int64_t i = 0; i < ids.numel(); ++i) {

@@ -6,6 +6,7 @@
 
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/base/errors.h"
+#include "core/tensor/kernel_preconditions.h"
 
 namespace zero3 {
 namespace {
@@ -20,9 +21,7 @@ blasint blas_dim(int64_t value) {
 
 void CpuKernels::matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& out, int64_t batch,
                         int64_t m, int64_t n, int64_t k, bool b_shared, float beta) {
-  ZERO3_CHECK(a.numel() == batch * m * k && out.numel() == batch * m * n &&
-                  b.numel() == (b_shared ? 1 : batch) * k * n,
-              "matmul sizes: a " + describe(a) + " b " + describe(b) + " out " + describe(out));
+  check_matmul_sizes(a, b, out, batch, m, n, k, b_shared);
   if (out.numel() == 0) return;
   FloatsOut po = write(out);
   if (k == 0) {
