@@ -51,6 +51,22 @@ def main():
                f"a bundle's lib/ comes first: {carried[0]} from {bundle}/lib, exit 0; got {code}", output)
         expect("not found" not in output, "every library found", output)
 
+    # --deadline: every command is cut to the time left, so a hang cannot cost the figures measured.
+    import importlib.machinery
+    import importlib.util
+    import time
+    loader = importlib.machinery.SourceFileLoader("gpu_check", GPU_CHECK)
+    gpu_check_module = importlib.util.module_from_spec(importlib.util.spec_from_loader("gpu_check", loader))
+    loader.exec_module(gpu_check_module)
+    code, output, _ = gpu_check_module.run(["true"], 30)
+    expect(code == 0, f"without a deadline a command runs as asked: exit 0, got {code}", output)
+    gpu_check_module.DEADLINE = time.monotonic() + 2
+    started = time.monotonic()
+    code, output, _ = gpu_check_module.run(["sleep", "30"], 300)
+    expect(code == 124 and time.monotonic() - started < 10,
+           f"a command past the deadline is cut at it: exit 124 within 10 s, got {code} after "
+           f"{time.monotonic() - started:.1f} s", output)
+
     if shutil.which("nvidia-smi") is None:
         code, output = gpu_check("--build", os.path.dirname(os.path.dirname(zero3)), "--out",
                                  os.path.join(tempfile.gettempdir(), "gpu-check-test-unwritten.json"))
