@@ -62,10 +62,22 @@ def main():
     expect(code == 0, f"without a deadline a command runs as asked: exit 0, got {code}", output)
     gpu_check_module.DEADLINE = time.monotonic() + 2
     started = time.monotonic()
-    code, output, _ = gpu_check_module.run(["sleep", "30"], 300)
-    expect(code == 124 and time.monotonic() - started < 10,
-           f"a command past the deadline is cut at it: exit 124 within 10 s, got {code} after "
-           f"{time.monotonic() - started:.1f} s", output)
+    # The command leaves a grandchild behind (as compute-sanitizer leaves the GPU program): the cut
+    # must end it too, or it would hold the GPU through the later stages.
+    code, output, _ = gpu_check_module.run(["bash", "-c", "sleep 30 & echo grandchild $!; wait"], 300)
+    expect(code == 124 and time.monotonic() - started < 10 and gpu_check_module.CUT_BY_DEADLINE,
+           f"a command past the deadline is cut at it: exit 124 within 10 s, marked as cut by the deadline; got "
+           f"{code} after {time.monotonic() - started:.1f} s", output)
+    grandchild = [int(word) for line in output.splitlines() if line.startswith("grandchild")
+                  for word in line.split()[1:]]
+    def alive(pid):  # a killed process can linger as a zombie until its new parent reaps it
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    time.sleep(0.2)
+    expect(grandchild and not alive(grandchild[0]),
+           f"the cut command's whole process group is killed (grandchild {grandchild})", output)
 
     if shutil.which("nvidia-smi") is None:
         code, output = gpu_check("--build", os.path.dirname(os.path.dirname(zero3)), "--out",

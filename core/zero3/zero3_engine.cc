@@ -102,6 +102,10 @@ CallSite Zero3Engine::call_site(const std::string& module, const std::vector<Par
 void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::string& module) {
   const ParamStatus from = state.status;
   transition(state.status, to, site(state, module));
+  // The one place the in-flight count follows the statuses, so no path (a throw midway, a bug
+  // injection) can leave them apart.
+  if (from == ParamStatus::inflight) inflight_elements_ -= state.numel;
+  if (to == ParamStatus::inflight) inflight_elements_ += state.numel;
   if (observer_) observer_->on_transition(*state.param, from, to, module);
 }
 
@@ -146,7 +150,6 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
     shards.push_back(&state->shard);
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
-    inflight_elements_ += state->numel;
   }
   account_live(0);
   pending->layout.pack_shards(kernels_, shards, pending->send);
@@ -164,7 +167,6 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     pending.layout.unpack_full(kernels_, pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;
-    inflight_elements_ -= state.numel;
     move_status(state, ParamStatus::available, "<gather>");
     ctx.set_param_value(*state.param, state.full);
     allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());
@@ -253,10 +255,7 @@ void Zero3Engine::invalidate_trace(Context& ctx, Module& module) {
     PendingGather& pending = *pending_.front();
     std::vector<ParamState*> params = pending.params;
     if (bugs_.on(Bug::invalidate_without_wait)) {
-      for (ParamState* state : params) {
-        inflight_elements_ -= state->numel;
-        release(ctx, *state, module);
-      }
+      for (ParamState* state : params) release(ctx, *state, module);
       pending_.erase(pending_.begin());
       continue;
     }
