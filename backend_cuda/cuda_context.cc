@@ -166,6 +166,15 @@ ContextResources create_resources(int device_index) {
 
 }  // namespace
 
+bool cuda_query_done(cudaError_t status, const char* call) {
+  if (status == cudaErrorNotReady) {
+    if (cudaPeekAtLastError() == cudaErrorNotReady) static_cast<void>(cudaGetLastError());
+    return false;
+  }
+  check_cuda(status, call);
+  return true;
+}
+
 void check_cuda(cudaError_t status, const char* call) {
   if (status == cudaSuccess) return;
   // Clears the runtime's last-error slot: the failure is reported here, and a later
@@ -230,9 +239,8 @@ void CudaContext::wait_for_compute_stream(const char* why) {
   // watchdog runs, and the compute stream may be waiting for a collective that never completes.
   const auto is_ready = [&] {
     const cudaError_t status = cudaEventQuery(host_wait_event_);
-    if (status == cudaErrorNotReady) return false;
-    if (status != cudaSuccess) check_cuda(status, ("cudaEventQuery (host wait: " + std::string(why) + ")").c_str());
-    return true;
+    if (status == cudaSuccess) return true;
+    return cuda_query_done(status, ("cudaEventQuery (host wait: " + std::string(why) + ")").c_str());
   };
   const auto watch = [&] {
     for (const OwnedWatchdog& entry : watchdogs) entry.watchdog(why);

@@ -29,6 +29,10 @@ namespace zero3 {
 
 // Throw BackendError (exit 4) naming the call and CUDA's / cuBLAS's own words for the failure.
 void check_cuda(cudaError_t status, const char* call);
+// For a cudaEventQuery / cudaStreamQuery answer: false for "not yet" (cudaErrorNotReady), true for
+// done, BackendError for anything else. "Not yet" is cleared from the runtime's last-error slot
+// (as PyTorch does after its queries), or the next kernel launch check would report it as its own.
+bool cuda_query_done(cudaError_t status, const char* call);
 void check_cublas(cublasStatus_t status, const char* call);
 
 class CudaContext {

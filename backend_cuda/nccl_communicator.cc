@@ -68,10 +68,7 @@ class NcclWork final : public Work {
 
   bool done() override {
     if (collective_->completion == nullptr) return true;
-    const cudaError_t status = cudaEventQuery(collective_->completion);
-    if (status == cudaErrorNotReady) return false;
-    check_cuda(status, "cudaEventQuery (collective completion)");
-    return true;
+    return cuda_query_done(cudaEventQuery(collective_->completion), "cudaEventQuery (collective completion)");
   }
 
  private:
@@ -148,7 +145,8 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, CudaCon
     check_cuda(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     // Blocking calls, safe here: no collective of this communicator exists yet for them to wait on.
     check_cuda(cudaMalloc(&barrier_buffer_, sizeof(float)), "cudaMalloc (barrier element)");
-    check_cuda(cudaMemset(barrier_buffer_, 0, sizeof(float)), "cudaMemset (barrier element)");
+    check_cuda(cudaMemsetAsync(barrier_buffer_, 0, sizeof(float), context_.comm_stream()),
+               "cudaMemsetAsync (barrier element, on the comm stream that every barrier uses)");
     // The compute stream waits (by event) for collectives, so a host wait for it is a wait for
     // them too: it runs the same liveness check as synchronize(), and a hung collective ends in
     // LivenessError (exit 3) wherever the host waits.
@@ -311,8 +309,9 @@ bool NcclCommunicator::prune_completed() {
   while (!pending_.empty()) {
     const IssuedCollective& oldest = *pending_.front();
     const cudaError_t status = cudaEventQuery(oldest.completion);
-    if (status == cudaErrorNotReady) return false;
-    if (status != cudaSuccess) check_cuda(status, ("cudaEventQuery for " + oldest.describe()).c_str());
+    if (status != cudaSuccess && !cuda_query_done(status, ("cudaEventQuery for " + oldest.describe()).c_str())) {
+      return false;
+    }
     pending_.pop_front();
   }
   return true;

@@ -325,6 +325,9 @@ TEST_F(NcclOneGpu, AnAbortFromAnotherThreadEndsADownloadWithPeerFailureNamingThe
       EXPECT_TRUE(contains(error.what(), "rank 0: download")) << error.what();
       EXPECT_TRUE(contains(error.what(), "rank 1 failed")) << error.what();
     }
+    // ncclCommAbort frees NCCL's memory, which may wait for the whole device and so for the held
+    // stream: let it go before joining, or the test would wait for itself.
+    hold.release();
     other_rank.join();
   }
 }
@@ -394,10 +397,12 @@ TEST_F(NcclOneGpu, ACollectivePendingPastTheTimeoutEndsADownloadWithLivenessErro
   NcclCommunicator comm(nccl_init_all(1)[0], 0, 1, context, 0.2);
   {
     StreamHold hold(context.comm_stream());
-    // Should ncclCommAbort wait for the held stream, the hold ends after 5 s and the time check
-    // below fails, instead of the test hanging.
+    // ncclCommAbort frees NCCL's memory, which may wait for the device and so for this host-side
+    // hold (an artificial hang NCCL cannot abort, unlike a hung NCCL kernel): the hold ends after
+    // 1 s so that the test cannot hang. The error below is what is checked; a watchdog that never
+    // fired would let the download return once the hold ends, which fails the test.
     std::jthread safety_release([&](const std::stop_token& stop) {
-      for (int waited_ms = 0; waited_ms < 5000 && !stop.stop_requested(); waited_ms += 10) {
+      for (int waited_ms = 0; waited_ms < 1000 && !stop.stop_requested(); waited_ms += 10) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       hold.release();
