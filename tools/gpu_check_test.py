@@ -79,6 +79,20 @@ def main():
     expect(grandchild and not alive(grandchild[0]),
            f"the cut command's whole process group is killed (grandchild {grandchild})", output)
 
+    # A GPU test that skips fails its stage (gpu-check runs only where a driver is); a CPU test passes.
+    build = os.path.dirname(os.path.dirname(zero3))
+    cpu_test = os.path.join(build, "backend_cuda", "gemm_shape_test")
+    gpu_test = os.path.join(build, "backend_cuda", "cuda_kernels_test")
+    if os.path.exists(cpu_test) and os.path.exists(gpu_test) and not os.path.exists("/dev/nvidia0"):
+        gpu_check_module.DEADLINE = float("inf")
+        passed = gpu_check_module.gtest_stage(cpu_test, 60)
+        expect(passed["status"] == "passed" and passed["figures"]["skipped"] == 0 and passed["figures"]["tests"],
+               f"a CPU test's stage passes: {passed['status']} {passed['figures']}", passed["output_tail"])
+        skipped = gpu_check_module.gtest_stage(gpu_test, 60, (), gpu_check_module.MEMCHECK_TESTS)
+        expect(skipped["status"] == "failed" and skipped["figures"]["skipped"] == skipped["figures"]["tests"] == 7,
+               f"the memcheck subset (7 tests), skipping without a GPU, fails its stage: {skipped['status']} "
+               f"{skipped['figures']}", skipped["output_tail"])
+
     if shutil.which("nvidia-smi") is None:
         code, output = gpu_check("--build", os.path.dirname(os.path.dirname(zero3)), "--out",
                                  os.path.join(tempfile.gettempdir(), "gpu-check-test-unwritten.json"))
