@@ -166,12 +166,9 @@ ContextResources create_resources(int device_index) {
 
 }  // namespace
 
-bool cuda_query_done(cudaError_t status, const char* call) {
-  if (status == cudaErrorNotReady) {
-    if (cudaPeekAtLastError() == cudaErrorNotReady) static_cast<void>(cudaGetLastError());
-    return false;
-  }
-  check_cuda(status, call);
+bool cuda_not_ready(cudaError_t status) {
+  if (status != cudaErrorNotReady) return false;
+  if (cudaPeekAtLastError() == cudaErrorNotReady) static_cast<void>(cudaGetLastError());
   return true;
 }
 
@@ -238,9 +235,8 @@ void CudaContext::wait_for_compute_stream(const char* why) {
   // Polled rather than cudaEventSynchronize: a blocking call sleeps inside the driver, where no
   // watchdog runs, and the compute stream may be waiting for a collective that never completes.
   const auto is_ready = [&] {
-    const cudaError_t status = cudaEventQuery(host_wait_event_);
-    if (status == cudaSuccess) return true;
-    return cuda_query_done(status, ("cudaEventQuery (host wait: " + std::string(why) + ")").c_str());
+    return cuda_query_done(cudaEventQuery(host_wait_event_),
+                           [&] { return "cudaEventQuery (host wait: " + std::string(why) + ")"; });
   };
   const auto watch = [&] {
     for (const OwnedWatchdog& entry : watchdogs) entry.watchdog(why);

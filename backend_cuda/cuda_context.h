@@ -29,10 +29,19 @@ namespace zero3 {
 
 // Throw BackendError (exit 4) naming the call and CUDA's / cuBLAS's own words for the failure.
 void check_cuda(cudaError_t status, const char* call);
-// For a cudaEventQuery / cudaStreamQuery answer: false for "not yet" (cudaErrorNotReady), true for
-// done, BackendError for anything else. "Not yet" is cleared from the runtime's last-error slot
-// (as PyTorch does after its queries), or the next kernel launch check would report it as its own.
-bool cuda_query_done(cudaError_t status, const char* call);
+// True for cudaErrorNotReady, the "not yet" of an event or stream query, which it also clears from
+// the runtime's last-error slot (as PyTorch does after its queries): else the next kernel launch
+// check would report it as its own.
+bool cuda_not_ready(cudaError_t status);
+// For a cudaEventQuery / cudaStreamQuery answer: true for done, false for not yet, BackendError
+// for anything else. `describe_call` names the call and runs only on a failure: queries are polled.
+template <typename DescribeCall>
+bool cuda_query_done(cudaError_t status, DescribeCall describe_call) {
+  if (status == cudaSuccess) return true;
+  if (cuda_not_ready(status)) return false;
+  check_cuda(status, std::string(describe_call()).c_str());
+  return true;
+}
 void check_cublas(cublasStatus_t status, const char* call);
 
 class CudaContext {

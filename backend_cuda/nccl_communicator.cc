@@ -68,7 +68,8 @@ class NcclWork final : public Work {
 
   bool done() override {
     if (collective_->completion == nullptr) return true;
-    return cuda_query_done(cudaEventQuery(collective_->completion), "cudaEventQuery (collective completion)");
+    return cuda_query_done(cudaEventQuery(collective_->completion),
+                           [] { return "cudaEventQuery (collective completion)"; });
   }
 
  private:
@@ -308,8 +309,7 @@ bool NcclCommunicator::prune_completed() {
   const std::lock_guard lock(pending_mutex_);
   while (!pending_.empty()) {
     const IssuedCollective& oldest = *pending_.front();
-    const cudaError_t status = cudaEventQuery(oldest.completion);
-    if (status != cudaSuccess && !cuda_query_done(status, ("cudaEventQuery for " + oldest.describe()).c_str())) {
+    if (!cuda_query_done(cudaEventQuery(oldest.completion), [&] { return "cudaEventQuery for " + oldest.describe(); })) {
       return false;
     }
     pending_.pop_front();

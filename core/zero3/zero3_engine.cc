@@ -151,7 +151,7 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
   }
-  account_live(0);
+  account_live(0);  // the peak counts the buffers just issued
   pending->layout.pack_shards(kernels_, shards, pending->send);
   pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, phase_.c_str()));
