@@ -197,28 +197,34 @@ def mutate_json(value, rng, log):
     return set_at(value, path, new)
 
 
-# A config mutant is trained (gpt-tiny, 2 ranks, 2 steps), and a micro-batch in the tens of
-# thousands is a valid config that needs tens of GB (65,536 was OOM-killed at 24 GB after a
-# minute): such a mutant is trained at this micro-batch instead, and the log says so. Values past
-# the schema's bound (2^20) are left as they are: their refusal (exit 1) is what they test. zero3
-# has no pre-flight memory check yet (a run that does not fit is killed by the OS).
-MAX_TRAINED_MICRO_BATCH = 1024
-SCHEMA_MAX_MICRO_BATCH = 1 << 20  # core/training/train_config.cc
+# A config mutant is trained (gpt-tiny, 2 ranks, 2 steps). Some valid configs are too big to train
+# in the time or memory one case has: a micro-batch in the tens of thousands needs tens of GB
+# (65,536 was OOM-killed at 24 GB after a minute), and gradient accumulation over 32,768
+# micro-batches is 65,536 micro-steps (past 60 s under ASan; CI seed 992253650 case 217). Such a
+# mutant is trained at the cap instead, and the log says so. Values past the schema's bound (2^20,
+# core/training/train_config.cc) are left as they are: their refusal (exit 1) is what they test.
+# zero3 has no pre-flight memory check yet (a run that does not fit is killed by the OS).
+TRAINED_CAPS = {"train_micro_batch_size_per_gpu": (1024, "memory"), "gradient_accumulation_steps": (64, "time")}
+SCHEMA_MAX = 1 << 20
 
 
-def clamp_micro_batch(path, log):
+def clamp_trainable_but_huge(path, log):
     try:
         config = json.load(open(path))
     except (ValueError, UnicodeDecodeError, RecursionError):
         return
-    micro_batch = config.get("train_micro_batch_size_per_gpu") if isinstance(config, dict) else None
-    trainable_but_huge = MAX_TRAINED_MICRO_BATCH < micro_batch <= SCHEMA_MAX_MICRO_BATCH if isinstance(
-        micro_batch, int) and not isinstance(micro_batch, bool) else False
-    if trainable_but_huge:
-        config["train_micro_batch_size_per_gpu"] = MAX_TRAINED_MICRO_BATCH
+    if not isinstance(config, dict):
+        return
+    clamped = False
+    for key, (cap, reason) in TRAINED_CAPS.items():
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and cap < value <= SCHEMA_MAX:
+            config[key] = cap
+            clamped = True
+            log.append(f"/{key}: {value} trained as {cap} ({reason})")
+    if clamped:
         with open(path, "w") as file:
             json.dump(config, file, indent=1)
-        log.append(f"/train_micro_batch_size_per_gpu: {micro_batch} trained as {MAX_TRAINED_MICRO_BATCH} (memory)")
 
 
 def mutation_count(rng):
@@ -415,7 +421,7 @@ class Fuzz:
             shutil.copy(os.path.join(self.seeds, name), target)
             mutate_file(target, rng, log)
             if kind == "config":
-                clamp_micro_batch(target, log)
+                clamp_trainable_but_huge(target, log)
         findings = []
         out = os.path.join(case_dir, "out")
         commands = self.commands(kind, target, out)

@@ -142,18 +142,25 @@ class NestingGuard {
     return true;
   }
 
+  // Where the parser stands, as a JSON pointer. A container is counted in its parent array when it starts; a
+  // scalar only once read, so naming a scalar the parser failed on (reading_scalar) takes the next index.
+  std::string pointer(bool reading_scalar = false) const {
+    std::string text;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& frame = frames_[i];
+      const bool innermost = i + 1 == frames_.size();
+      const int64_t index = frame.next_index - (reading_scalar && innermost ? 0 : 1);
+      text += "/" + (frame.array ? std::to_string(index) : frame.key);
+    }
+    return text;
+  }
+
  private:
   struct Frame {
     bool array = false;
     int64_t next_index = 0;
     std::string key;
   };
-  std::string pointer() const {
-    std::string text;
-    for (const Frame& frame : frames_) text += "/" + (frame.array ? std::to_string(frame.next_index - 1) : frame.key);
-    return text;
-  }
-
   std::string source_;
   std::vector<Frame> frames_;
 };
@@ -167,6 +174,9 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
                                                 nlohmann::json& parsed) { return guard.on_event(depth, event, parsed); });
   } catch (const nlohmann::json::parse_error& error) {
     throw InputError(source + ": not valid JSON: " + error.what());
+  } catch (const nlohmann::json::out_of_range& error) {
+    // The parser's one out_of_range (406) is a number beyond double's range, such as 1E691818123.
+    throw_json_error(source, guard.pointer(/*reading_scalar=*/true), std::string("expected a number within double's range: ") + error.what());
   }
 }
 

@@ -173,6 +173,24 @@ TEST(ModelSpec, NestingPastTheBoundIsAnInputErrorNamingThePath) {
   EXPECT_NO_THROW(parse_json_text(std::string(100, '[') + std::string(100, ']'), "specs/ok.json"));
 }
 
+// A number past double's range made nlohmann's parser throw out_of_range, which left every reader as
+// an internal error (exit 2; CI input fuzz seed 2921047652 case 46 wrote 0.00010703894E691818123).
+TEST(ModelSpec, ANumberPastDoublesRangeIsAnInputErrorNamingItsPath) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      parse_json_text(text, "specs/huge.json");
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    ADD_FAILURE() << "expected InputError for " << text;
+    return std::string();
+  };
+  expect_mentions(error_of(R"({"layers": [{"out": 1}, {"out": 2E400}]})"),
+                  {"specs/huge.json", "at /layers/1/out", "double's range"});
+  expect_mentions(error_of(R"({"betas": [0.9, -1e99999]})"), {"specs/huge.json", "at /betas/1:", "double's range"});
+  expect_mentions(error_of("1e400"), {"specs/huge.json", "at /:", "double's range"});
+}
+
 TEST(ModelSpec, UnknownNameListsTheBuiltins) {
   try {
     build_model("no-such-model", {});

@@ -125,7 +125,7 @@ SafetensorsFile decode_safetensors(const std::string& bytes, const std::string& 
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.substr(8, header_bytes));
-  } catch (const nlohmann::json::parse_error& error) {
+  } catch (const nlohmann::json::exception& error) {  // parse_error, or out_of_range for a number too large
     throw InputError(source + ": the header is not JSON: " + error.what());
   }
   const JsonReader root(header, source);
