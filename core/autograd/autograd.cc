@@ -65,20 +65,23 @@ void Var::clear_grad() {
 
 namespace {
 
-// What keeping `op`'s output costs: nothing for a view of one of its inputs.
+// What keeping `op`'s output costs (nothing for a view of one of its inputs), plus what its
+// backward saved besides.
 int64_t output_bytes(const TapeOp& op) {
   const Tensor& output = op.output.value();
-  if (!output.defined()) return 0;
+  if (!output.defined()) return op.saved_bytes;
   for (const Var& input : op.inputs) {
-    if (output.storage_id() != nullptr && input.defined() && input.value().storage_id() == output.storage_id()) return 0;
+    if (output.storage_id() != nullptr && input.defined() && input.value().storage_id() == output.storage_id()) {
+      return op.saved_bytes;
+    }
   }
-  return output.bytes();
+  return output.bytes() + op.saved_bytes;
 }
 
 }  // namespace
 
 void Tape::record(TapeOp op) {
-  const int64_t bytes = op.output.defined() ? output_bytes(op) : 0;
+  const int64_t bytes = op.output.defined() ? output_bytes(op) : op.saved_bytes;
   if (open_enters_.empty()) {
     outside_module_bytes_ += bytes;
     acquire_activations(bytes, op.name);

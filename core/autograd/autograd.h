@@ -59,6 +59,7 @@ struct TapeOp {
   Var output;
   // Receives the gradient of `output`; accumulates into the inputs that require grad.
   std::function<void(Context&, const Tensor& grad_output)> backward;
+  int64_t saved_bytes = 0;  // intermediates backward keeps besides the output
 };
 
 enum class MarkerKind : uint8_t { module_enter, module_exit };

@@ -48,7 +48,8 @@ void require_defined(const char* op, const Var& var, const char* what) {
 
 void add_grad(Context& ctx, Var var, const Tensor& gradient) { var.accumulate_grad(ctx, gradient); }
 
-Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward) {
+Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward,
+           int64_t saved_bytes) {
   const bool needs_grad = std::any_of(inputs.begin(), inputs.end(), [](const Var& in) { return in.requires_grad(); });
   Var output(std::move(value), needs_grad);
   if (!needs_grad) return output;
@@ -56,6 +57,7 @@ Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value
   op.name = name;
   op.inputs = inputs;
   op.output = output;
+  op.saved_bytes = saved_bytes;
   if (output.value().is_meta()) {
     op.backward = [inputs](Context& c, const Tensor&) {
       for (const Var& in : inputs) add_grad(c, in, Tensor::meta(in.shape(), in.value().dtype()));

@@ -28,7 +28,10 @@ void add_grad(Context& ctx, Var var, const Tensor& gradient);
 
 // Wraps `value` as the op's output and records `backward` when any input takes a gradient. A meta
 // output records a shape-only backward instead: each input gets a meta gradient of its shape.
-Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward);
+// saved_bytes: what backward keeps besides the output (intermediates it captured), so that the
+// tape's activation figures count it.
+Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward,
+           int64_t saved_bytes = 0);
 
 // The gradient of an input from a gradient of the op's (possibly broadcast) output: summed over the
 // broadcast dims and stored in the input's dtype.

@@ -69,6 +69,22 @@ Var causal_softmax(Context& ctx, const Var& scores) {
   });
 }
 
+namespace {
+
+// qkv [B, T, 3C] read as [B, T, 3, heads, hd], permuted to [3, B, heads, T, hd] by one copy, and back.
+const std::vector<int64_t> kSplitHeads = {2, 0, 3, 1, 4};
+const std::vector<int64_t> kMergeHeads = {1, 3, 0, 2, 4};
+// heads_out [B, heads, T, hd] to [B, T, heads, hd], and back: a swap of dims 1 and 2, its own inverse.
+const std::vector<int64_t> kSwapHeadsAndSteps = {0, 2, 1, 3};
+
+}  // namespace
+
+// One recorded op with its own backward, instead of slices, transposes and matmuls: q, k and v are
+// views of one permuted copy of qkv, k is read transposed by the GEMM rather than copied, and
+// backward writes dq, dk and dv straight into the views of one gradient that a single permute
+// turns into qkv's: three slices, seven transposes and a zero-filled gradient fewer per layer, and
+// only q, k, v and the probabilities kept for backward. Same arithmetic, op for op, as the
+// composition (scores = q k^T, scaled, causal softmax, times v).
 Var causal_self_attention(Context& ctx, const Var& qkv, int64_t heads) {
   require_defined("causal_self_attention", qkv, "qkv");
   const Shape& s = qkv.shape();
@@ -77,17 +93,60 @@ Var causal_self_attention(Context& ctx, const Var& qkv, int64_t heads) {
                      " heads (want [B, T, 3C] with C divisible by heads)");
   }
   const int64_t batch = s[0], steps = s[1], channels = s[2] / 3, head_dim = channels / heads;
-  // [B, T, C] -> [B, heads, T, head_dim]
-  const auto split_heads = [&](int64_t part) {
-    const Var part_values = slice(ctx, qkv, 2, part * channels, channels);
-    return transpose(ctx, reshape(ctx, part_values, {batch, steps, heads, head_dim}), 1, 2);
-  };
-  const Var q = split_heads(0), k = split_heads(1), v = split_heads(2);
+  const int64_t matrices = batch * heads, per_part = matrices * steps * head_dim;
+  const Shape part_shape = {batch, heads, steps, head_dim};
+  const Shape scores_shape = {batch, heads, steps, steps};
   // A zero head width makes every score 0; any finite factor then keeps them 0 instead of 0 * inf.
   const float factor = head_dim > 0 ? 1.0f / std::sqrt(static_cast<float>(head_dim)) : 1.0f;
-  const Var scores = scale(ctx, matmul(ctx, q, transpose(ctx, k, 2, 3)), factor);
-  const Var heads_out = matmul(ctx, causal_softmax(ctx, scores), v);
-  return reshape(ctx, transpose(ctx, heads_out, 1, 2), {batch, steps, channels});
+  const DType dtype = qkv.value().dtype();
+  const bool meta = qkv.value().is_meta();
+  Tensor out = make_output(ctx, {batch, steps, channels}, dtype, meta);
+  Tensor split = make_output(ctx, {3, batch, heads, steps, head_dim}, dtype, meta);
+  Tensor probabilities = make_output(ctx, scores_shape, dtype, meta);
+  if (!meta) {
+    Kernels& k = ctx.kernels();
+    k.permute(qkv.value().reshape({batch, steps, 3, heads, head_dim}), kSplitHeads, split);
+    const Tensor q = split.view_range(0, part_shape), keys = split.view_range(per_part, part_shape);
+    const Tensor v = split.view_range(2 * per_part, part_shape);
+    Tensor scores = device_uninitialized(k, scores_shape, dtype);
+    k.matmul(q, false, keys, true, scores, matrices, steps, steps, head_dim, false, 0.0f);
+    Tensor scaled = device_uninitialized(k, scores_shape, dtype);
+    k.scale(scores, factor, scaled);
+    k.causal_softmax_forward(scaled, probabilities);
+    Tensor heads_out = device_uninitialized(k, part_shape, dtype);
+    k.matmul(probabilities, false, v, false, heads_out, matrices, steps, head_dim, steps, false, 0.0f);
+    Tensor out_by_head = out.reshape({batch, steps, heads, head_dim});
+    k.permute(heads_out, kSwapHeadsAndSteps, out_by_head);
+  }
+  return record(ctx, "causal_self_attention", {qkv}, out,
+                [=](Context& c, const Tensor& grad) {
+                  Kernels& k = c.kernels();
+                  const Tensor q = split.view_range(0, part_shape), keys = split.view_range(per_part, part_shape);
+                  const Tensor v = split.view_range(2 * per_part, part_shape);
+                  Tensor grad_heads_out = device_uninitialized(k, part_shape, dtype);
+                  k.permute(grad.reshape({batch, steps, heads, head_dim}), kSwapHeadsAndSteps, grad_heads_out);
+                  Tensor grad_split = device_uninitialized(k, split.shape(), dtype);
+                  Tensor grad_q = grad_split.view_range(0, part_shape);
+                  Tensor grad_k = grad_split.view_range(per_part, part_shape);
+                  Tensor grad_v = grad_split.view_range(2 * per_part, part_shape);
+                  // d probabilities = d out v^T; dv = probabilities^T d out.
+                  Tensor grad_probabilities = device_uninitialized(k, scores_shape, dtype);
+                  k.matmul(grad_heads_out, false, v, true, grad_probabilities, matrices, steps, steps, head_dim,
+                           false, 0.0f);
+                  k.matmul(probabilities, true, grad_heads_out, false, grad_v, matrices, steps, head_dim, steps,
+                           false, 0.0f);
+                  Tensor grad_scaled = device_uninitialized(k, scores_shape, dtype);
+                  k.causal_softmax_backward(probabilities, grad_probabilities, grad_scaled);
+                  Tensor grad_scores = device_uninitialized(k, scores_shape, dtype);
+                  k.scale(grad_scaled, factor, grad_scores);
+                  // dq = d scores k; dk = d scores^T q.
+                  k.matmul(grad_scores, false, keys, false, grad_q, matrices, steps, head_dim, steps, false, 0.0f);
+                  k.matmul(grad_scores, true, q, false, grad_k, matrices, steps, head_dim, steps, false, 0.0f);
+                  Tensor grad_qkv = device_uninitialized(k, {batch, steps, 3, heads, head_dim}, dtype);
+                  k.permute(grad_split, kMergeHeads, grad_qkv);
+                  add_grad(c, qkv, grad_qkv.reshape(qkv.shape()));
+                },
+                /*saved_bytes=*/split.bytes() + probabilities.bytes());
 }
 
 }  // namespace zero3

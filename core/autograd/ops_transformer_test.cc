@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tensor/allocator.h"
 #include "core/tensor/kernels.h"
 #include "core/autograd/ops_test_support.h"
 
@@ -155,6 +156,19 @@ TEST(CausalSelfAttention, GradientsMatchForSeveralHeadsAndEmptyBatchOrSequence) 
       return weighted_sum(c, causal_self_attention(c, in[0], heads));
     }, {ramp(shape, 4.0f)});
   }
+}
+
+// The op keeps q, k, v and the probabilities for backward besides its output, and the tape's
+// activation figure says so (the composition it replaced kept nine copies of [B, T, C] and three
+// score tensors).
+TEST(CausalSelfAttention, TheTapeCountsTheOutputAndWhatBackwardKeeps) {
+  CountingAllocator memory;
+  Context ctx(cpu_kernels());
+  ctx.tape().count_activations(&memory);
+  const Var qkv(ramp({2, 3, 12}, 4.0f), /*requires_grad=*/true);
+  causal_self_attention(ctx, qkv, 2);
+  const int64_t out = 2 * 3 * 4, split = 3 * out, probabilities = 2 * 2 * 3 * 3;
+  EXPECT_EQ(memory.current_bytes(MemoryCategory::activation), 4 * (out + split + probabilities));
 }
 
 TEST(CausalSelfAttention, ChannelsThatDoNotSplitRaiseNamingTheShape) {

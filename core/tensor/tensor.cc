@@ -23,9 +23,10 @@ struct TensorStorage {
   void* bytes;
 };
 
-Tensor::Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<TensorStorage> storage)
+Tensor::Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<TensorStorage> storage,
+               int64_t offset_bytes)
     : defined_(true), shape_(shape), numel_(shape_numel(shape)), dtype_(dtype), device_(device),
-      storage_(std::move(storage)) {
+      storage_(std::move(storage)), offset_bytes_(offset_bytes) {
   for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
 }
 
@@ -84,14 +85,16 @@ void Tensor::require_host(const char* access, DType dtype) const {
                                    describe(*this));
 }
 
+void* Tensor::first_byte() const { return static_cast<char*>(storage_->bytes) + offset_bytes_; }
+
 float* Tensor::data() {
   require_host("data()", DType::f32);
-  return static_cast<float*>(storage_->bytes);
+  return static_cast<float*>(first_byte());
 }
 
 const float* Tensor::data() const {
   require_host("data()", DType::f32);
-  return static_cast<const float*>(storage_->bytes);
+  return static_cast<const float*>(first_byte());
 }
 
 std::span<float> Tensor::values() { return {data(), static_cast<size_t>(numel_)}; }
@@ -99,12 +102,12 @@ std::span<const float> Tensor::values() const { return {data(), static_cast<size
 
 uint16_t* Tensor::bf16_data() {
   require_host("bf16_data()", DType::bf16);
-  return static_cast<uint16_t*>(storage_->bytes);
+  return static_cast<uint16_t*>(first_byte());
 }
 
 const uint16_t* Tensor::bf16_data() const {
   require_host("bf16_data()", DType::bf16);
-  return static_cast<const uint16_t*>(storage_->bytes);
+  return static_cast<const uint16_t*>(first_byte());
 }
 
 float Tensor::item() const {
@@ -125,17 +128,17 @@ std::vector<float> Tensor::to_floats() const {
 
 void* Tensor::device_bytes() {
   ZERO3_CHECK(defined_ && !is_meta(), "device_bytes() of " + describe(*this));
-  return storage_->bytes;
+  return first_byte();
 }
 
 const void* Tensor::device_bytes() const {
   ZERO3_CHECK(defined_ && !is_meta(), "device_bytes() of " + describe(*this));
-  return storage_->bytes;
+  return first_byte();
 }
 
 Tensor Tensor::relabeled_as(Device device) const {
   ZERO3_CHECK(defined_ && !is_meta() && device.host_readable(), "relabel of " + describe(*this));
-  return Tensor(shape_, dtype_, device, storage_);
+  return Tensor(shape_, dtype_, device, storage_, offset_bytes_);
 }
 
 Tensor Tensor::clone() const {
@@ -143,7 +146,7 @@ Tensor Tensor::clone() const {
   if (is_meta()) return meta(shape_, dtype_);
   require_host("clone()", dtype_);
   Tensor out = zeros(shape_, dtype_);
-  if (numel_ > 0) std::memcpy(out.storage_->bytes, storage_->bytes, static_cast<size_t>(bytes()));
+  if (numel_ > 0) std::memcpy(out.first_byte(), first_byte(), static_cast<size_t>(bytes()));
   return out;
 }
 
@@ -151,14 +154,20 @@ Tensor Tensor::reshape(const Shape& shape) const {
   if (shape_numel(shape) != numel_) {
     throw ShapeError("cannot reshape " + describe(*this) + " to " + shape_str(shape));
   }
-  return Tensor(shape, dtype_, device_, storage_);
+  return Tensor(shape, dtype_, device_, storage_, offset_bytes_);
 }
 
-Tensor Tensor::view_prefix(const Shape& shape) const {
-  if (shape_numel(shape) > numel_) {
-    throw ShapeError("cannot view " + shape_str(shape) + " inside " + describe(*this));
+Tensor Tensor::view_prefix(const Shape& shape) const { return view_range(0, shape); }
+
+Tensor Tensor::view_range(int64_t first, const Shape& shape) const {
+  ZERO3_CHECK(defined_, "view of an undefined tensor");
+  for (int64_t dim : shape) ZERO3_CHECK(dim >= 0, "negative dimension in " + shape_str(shape));
+  if (first < 0 || first > numel_ || shape_numel(shape) > numel_ - first) {
+    throw ShapeError("cannot view " + shape_str(shape) + " from element " + std::to_string(first) + " of " +
+                     describe(*this));
   }
-  return Tensor(shape, dtype_, device_, storage_);
+  if (is_meta()) return meta(shape, dtype_);
+  return Tensor(shape, dtype_, device_, storage_, offset_bytes_ + first * dtype_bytes(dtype_));
 }
 
 Tensor Tensor::to_dtype(DType dtype) const {

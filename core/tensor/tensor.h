@@ -4,7 +4,8 @@
 // bits. Host code reads and writes only cpu tensors; on any other device data() is a
 // HostAccessError, and bytes move through the Kernels seam (kernels.h). `meta` holds only the
 // shape, so a 175B-parameter model can be walked through without a byte of data. Tensors are always
-// contiguous; reshape shares storage, everything else that changes layout copies.
+// contiguous; reshape and views of a contiguous range share storage, everything else that changes
+// layout copies.
 //
 //   Tensor x = Tensor::zeros({2, 3});
 //   x.data()[4] = 1.0f;
@@ -71,6 +72,9 @@ class Tensor {
   // A view of the first shape_numel(shape) elements with the given shape (shares storage). Lets a
   // gather buffer of world * shard elements show the unpadded parameter without a copy.
   Tensor view_prefix(const Shape& shape) const;
+  // A view of shape_numel(shape) elements from element `first` on (shares storage): one block of
+  // a tensor's outermost dimension, such as the q, k and v of attention's [3, B, heads, T, hd].
+  Tensor view_range(int64_t first, const Shape& shape) const;
   Tensor to_dtype(DType dtype) const;         // host copy with rounding when narrowing to bf16
   // True when both tensors view the same storage (used to spot aliasing of released buffers).
   bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
@@ -78,7 +82,9 @@ class Tensor {
   const void* storage_id() const { return storage_.get(); }
 
  private:
-  Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<TensorStorage> storage);
+  Tensor(const Shape& shape, DType dtype, Device device, std::shared_ptr<TensorStorage> storage,
+         int64_t offset_bytes = 0);
+  void* first_byte() const;  // the storage's bytes from this tensor's first element on
   void require_host(const char* access, DType dtype) const;
 
   bool defined_ = false;
@@ -87,6 +93,7 @@ class Tensor {
   DType dtype_ = DType::f32;
   Device device_ = Device::cpu;
   std::shared_ptr<TensorStorage> storage_;
+  int64_t offset_bytes_ = 0;  // where this tensor's first element sits in storage_ (views)
 };
 
 std::string describe(const Tensor& tensor);  // "f32[2,3] cpu"

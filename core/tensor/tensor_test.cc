@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -42,6 +43,39 @@ TEST(Tensor, ReshapeSharesStorage) {
   y.data()[5] = 50.0f;
   EXPECT_EQ(x.data()[5], 50.0f);
   EXPECT_EQ(y.shape(), (Shape{3, 2}));
+}
+
+TEST(Tensor, ARangeViewSharesStorageFromItsFirstElementAndKeepsItsOffsetThroughReshapeAndRelabel) {
+  Tensor x = Tensor::from_values({3, 2}, {0, 1, 2, 3, 4, 5});
+  Tensor middle = x.view_range(2, {2});
+  EXPECT_TRUE(middle.shares_storage_with(x));
+  EXPECT_EQ(middle.to_floats(), (std::vector<float>{2, 3}));
+  middle.data()[1] = 30.0f;
+  EXPECT_EQ(x.data()[3], 30.0f);
+  EXPECT_EQ(middle.reshape({1, 2}).to_floats(), (std::vector<float>{2, 30}));
+  EXPECT_EQ(middle.relabeled_as(Device::cpu).to_floats(), (std::vector<float>{2, 30}));
+  EXPECT_EQ(middle.clone().to_floats(), (std::vector<float>{2, 30}));
+  EXPECT_EQ(static_cast<const char*>(middle.device_bytes()) - static_cast<const char*>(x.device_bytes()), 8);
+  // Views of views add up: element 1 of [2, 30] is x's element 3.
+  EXPECT_EQ(middle.view_range(1, {1}).item(), 30.0f);
+  const Tensor bf16 = Tensor::from_values({4}, {1, 2, 3, 4}, DType::bf16);
+  EXPECT_EQ(bf16.view_range(3, {1}).item(), 4.0f);
+  EXPECT_TRUE(Tensor::meta({6}).view_range(2, {4}).is_meta());
+}
+
+TEST(Tensor, ARangeViewPastTheEndRaisesNamingTheRange) {
+  const Tensor x = Tensor::zeros({2, 3});
+  for (const auto& [first, shape] : std::vector<std::pair<int64_t, Shape>>{{5, {2}}, {-1, {1}}, {7, {0}}}) {
+    try {
+      x.view_range(first, shape);
+      ADD_FAILURE() << "expected ShapeError for " << first;
+    } catch (const ShapeError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("from element " + std::to_string(first)), std::string::npos) << message;
+      EXPECT_NE(message.find("[2,3]"), std::string::npos) << message;
+    }
+  }
+  EXPECT_EQ(x.view_range(6, {0}).numel(), 0);  // an empty view at the end is a view
 }
 
 TEST(Tensor, ReshapeToAnotherNumelRaisesNamingBothShapes) {
