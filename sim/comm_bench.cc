@@ -20,8 +20,8 @@ constexpr int64_t kBytesPerElement = 4;
 // Enough repetitions per round to move about this much per size, within [kIterationsMin, kIterationsMax].
 constexpr int64_t kBytesPerSize = int64_t{2} << 30;
 constexpr int kIterationsMin = 3;
-constexpr int kIterationsMax = 100;
-constexpr int kRounds = 3;
+constexpr int kIterationsMax = 1000;  // small sizes: rounds of a few ms, not 0.2 ms a timer tick can double
+constexpr int kRounds = 5;
 
 }  // namespace
 
