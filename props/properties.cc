@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -56,12 +57,26 @@ std::string differences_from_reference(const FuzzCase& fuzz_case, const Distribu
   return differences_between_runs(zero3, run_distributed(reference_options(fuzz_case)));
 }
 
-// A fresh folder under the system's temp folder, removed with all it holds when done.
+// Where scratch checkpoints go: $TMPDIR when set, else memory-backed /dev/shm where there is one,
+// else the system's temp folder. A checkpoint save syncs every file to its disk, which the
+// round-trip property does not test and which was 1.6 s of its 4.6 s for 300 cases on a disk-backed
+// /tmp (zero3 fuzz --cases 300 --seed 12 --property checkpoint-round-trip).
+std::filesystem::path scratch_root() {
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::error_code error;
+  if ((tmpdir == nullptr || *tmpdir == '\0') && std::filesystem::is_directory("/dev/shm", error) &&
+      ::access("/dev/shm", W_OK | X_OK) == 0) {
+    return "/dev/shm";
+  }
+  return std::filesystem::temp_directory_path();
+}
+
+// A fresh folder under scratch_root(), removed with all it holds when done.
 class ScratchFolder {
  public:
   ScratchFolder() {
     static int64_t count = 0;
-    path_ = std::filesystem::temp_directory_path() /
+    path_ = scratch_root() /
             ("zero3-checkpoint-property-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
