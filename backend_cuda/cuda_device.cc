@@ -1,12 +1,12 @@
 // Device probing through the CUDA runtime and NCCL (compiled only where both are installed).
-#include "backend_cuda/cuda_device.h"
+#include "backend_cuda/cuda_backend_module.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 namespace zero3 {
 
-CudaProbe probe_cuda() {
+CudaProbe probe_cuda_runtime() {
   CudaProbe probe;
   probe.built = true;
   int runtime_version = 0;

@@ -13,6 +13,8 @@ struct CudaProbe {
   std::string problem;       // why there is no usable device, when device_count == 0
 };
 
+// In the zero3 binary this loads the CUDA backend module first (cuda_backend_loader.cc); where it
+// cannot, `problem` says why.
 CudaProbe probe_cuda();
 
 }  // namespace zero3

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "backend_cuda/cuda_context.h"
-#include "backend_cuda/cuda_device.h"
+#include "backend_cuda/cuda_backend_module.h"
 #include "backend_cuda/cuda_gemm_timing.h"
 #include "backend_cuda/cuda_kernels.h"
 #include "backend_cuda/cuda_launch.h"
@@ -126,7 +126,7 @@ void run_rank(int rank, int world, int device_index, const std::string& launcher
 }
 
 int visible_devices() {
-  const CudaProbe probe = probe_cuda();
+  const CudaProbe probe = probe_cuda_runtime();
   if (probe.device_count == 0) throw BackendError("--backend cuda: " + probe.problem);
   return probe.device_count;
 }
@@ -150,7 +150,7 @@ ncclUniqueId exchange_unique_id(const LaunchEnvironment& launch, const CudaRunOp
 
 }  // namespace
 
-void run_on_cuda_ranks(const CudaRunOptions& options, const std::function<void(CudaRank&)>& program) {
+void run_on_cuda_devices(const CudaRunOptions& options, const std::function<void(CudaRank&)>& program) {
   const int visible = visible_devices();
   const LaunchEnvironment launch = read_launch_environment();
   for (const std::string& warning : launch.warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
@@ -172,12 +172,6 @@ void run_on_cuda_ranks(const CudaRunOptions& options, const std::function<void(C
     for (std::thread& thread : threads) thread.join();
   }
   latch.rethrow();
-}
-
-std::string describe_cuda_backend() {
-  const CudaProbe probe = probe_cuda();
-  if (probe.device_count == 0) return probe.problem;
-  return probe.runtime + ", " + std::to_string(probe.device_count) + " device(s)";
 }
 
 }  // namespace zero3

@@ -4,8 +4,10 @@
 //     host thread per GPU, their communicators made together by ncclCommInitAll;
 //   - under torchrun, srun or mpirun: this process is one rank on GPU LOCAL_RANK, and rank 0
 //     hands the ncclUniqueId to the others over TCP (nccl_id_exchange.h).
-// The header names no CUDA type, so tools/ includes it in every build; a build without the
-// toolkit links cuda_world_absent.cc, which answers with BackendError (exit 4) and the reason.
+// The header names no CUDA type, so tools/ includes it in every build. The zero3 binary links
+// cuda_backend_loader.cc, which loads the backend from its module on the first call
+// (cuda_backend_module.h); a build without the toolkit links cuda_world_absent.cc. Both answer
+// with BackendError (exit 4) and the reason where there is no backend to run.
 //
 //   run_on_cuda_ranks({.gpus = 2}, [&](CudaRank& rank) {
 //     run_rank_program({.comm = &rank.comm, .allocator = memory, .kernels = rank.kernels}, built, options);
