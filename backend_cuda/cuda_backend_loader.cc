@@ -1,7 +1,6 @@
-// probe_cuda, run_on_cuda_ranks and describe_cuda_backend in the zero3 binary: each loads the CUDA
-// backend module on first use (cuda_backend_module.h) and forwards to it. Where the module cannot
-// be loaded (moved away, a CUDA library missing on this machine, another build's module), the
-// probe says why, and a run that needs a GPU ends with that reason as a BackendError (exit 4).
+// probe_cuda and run_on_cuda_ranks in the zero3 binary: each loads the CUDA backend module on
+// first use (cuda_backend_module.h) and forwards to it. Where the module cannot be loaded (moved
+// away, a CUDA library missing on this machine, another build's module), the probe says why, and a run that needs a GPU ends with that reason as a BackendError (exit 4).
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -66,12 +65,6 @@ void run_on_cuda_ranks(const CudaRunOptions& options, const std::function<void(C
   const LoadedModule& loaded = loaded_module();
   if (loaded.module == nullptr) throw BackendError("--backend cuda: " + loaded.problem);
   loaded.module->run_on_ranks(options, program);
-}
-
-std::string describe_cuda_backend() {
-  const CudaProbe probe = probe_cuda();
-  if (probe.device_count == 0) return probe.problem;
-  return probe.runtime + ", " + std::to_string(probe.device_count) + " device(s)";
 }
 
 }  // namespace zero3

@@ -16,7 +16,7 @@
 namespace zero3 {
 
 // Bump when CudaBackendModule, CudaProbe, CudaRunOptions or CudaRank change layout.
-inline constexpr uint32_t kCudaBackendModuleAbi = 1;
+inline constexpr uint32_t kCudaBackendModuleAbi = 2;
 inline constexpr const char* kCudaBackendModuleFile = "libzero3_cuda_backend.so";
 inline constexpr const char* kCudaBackendModuleEntry = "zero3_cuda_backend_module";
 

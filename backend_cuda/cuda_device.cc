@@ -8,7 +8,6 @@ namespace zero3 {
 
 CudaProbe probe_cuda_runtime() {
   CudaProbe probe;
-  probe.built = true;
   int runtime_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
   int nccl_version = 0;

@@ -7,7 +7,6 @@
 namespace zero3 {
 
 struct CudaProbe {
-  bool built = false;        // the backend was compiled in (toolkit and NCCL found at build time)
   int device_count = 0;
   std::string runtime;       // e.g. "CUDA runtime 13.0, NCCL 2.27.3"
   std::string problem;       // why there is no usable device, when device_count == 0

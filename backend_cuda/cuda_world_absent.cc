@@ -9,6 +9,4 @@ void run_on_cuda_ranks(const CudaRunOptions&, const std::function<void(CudaRank&
   throw BackendError("--backend cuda: " + probe_cuda().problem);
 }
 
-std::string describe_cuda_backend() { return probe_cuda().problem; }
-
 }  // namespace zero3
