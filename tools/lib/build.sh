@@ -36,6 +36,9 @@ zero3_install_missing_packages() {
 }
 
 zero3_build() {
+  # Cache hits across clones: paths under the checkout are hashed relative to it, and the build
+  # folder's own path is left out, so CI's fresh clone reuses what a developer's tree compiled.
+  export CCACHE_BASEDIR="$ZERO3_ROOT" CCACHE_NOHASHDIR=true
   local jobs
   jobs=$(nproc 2>/dev/null || echo 2)
   local werror=OFF
