@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "core/base/errors.h"
-#include "sim/comm_bench.h"
+#include "tools/comm_bench.h"
 #include "tools/cuda_comm_bench.h"
 #include "tools/mpi_comm_bench.h"
 #include "tools/mpi_training_run.h"

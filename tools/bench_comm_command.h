@@ -1,5 +1,5 @@
 // `zero3 bench comm`: the simulated communicator's all-gather and reduce-scatter benchmark
-// (sim/comm_bench.h), printed nccl-tests style next to this machine's memcpy bandwidth.
+// (tools/comm_bench.h), printed nccl-tests style next to this machine's memcpy bandwidth.
 //
 //   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
 //   zero3::add_bench_comm_command(*bench);   // zero3 bench comm --ranks 4 --report comm.json

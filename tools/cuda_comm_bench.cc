@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "backend_cuda/cuda_world.h"
+#include "backend_cuda/cuda/cuda_world.h"
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/stopwatch.h"

@@ -1,11 +1,11 @@
 // `zero3 bench comm --backend cuda`: all_gather, reduce_scatter and all_reduce over NCCL on the
 // GPUs this process drives (or one GPU per process under a launcher), nccl-tests' columns: size,
 // count, time, algbw, busbw and #wrong, the values generated from (seed, rank, index) as the
-// simulated benchmark's are (sim/comm_bench.h), so every result is checked exactly.
+// simulated benchmark's are (tools/comm_bench.h), so every result is checked exactly.
 #pragma once
 #include <string>
 
-#include "sim/comm_bench.h"
+#include "tools/comm_bench.h"
 
 namespace zero3 {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CUDA backend as a module loaded on demand (backend_cuda/cuda_backend_module.h):
+"""The CUDA backend as a module loaded on demand (backend_cuda/cuda/cuda_backend_module.h):
   - zero3 itself needs none of the CUDA libraries, the module needs them;
   - a command that needs no GPU never loads them;
   - `--backend cuda` loads the module and reaches CUDA: exit 4 with CUDA's own reason where there

@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backend_cuda/cuda_world.h"
+#include "backend_cuda/cuda/cuda_world.h"
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/stopwatch.h"

@@ -1,6 +1,6 @@
 // `zero3 bench step --backend cuda`: `zero3 train --backend cuda`'s step timed on this machine's
 // GPUs (ms/step, tokens/s, MFU), and in the same run the ceiling its GEMMs set: the GEMMs rank 0
-// ran in one step, replayed alone through the same cuBLAS calls (backend_cuda/cuda_gemm_timing.h).
+// ran in one step, replayed alone through the same cuBLAS calls (backend_cuda/cuda/cuda_gemm_timing.h).
 // The report states the step's throughput as a fraction of that GEMM-only throughput, so a slow
 // step is told apart from slow GEMMs: whatever the fraction lacks of 1 is spent outside the GEMMs
 // (elementwise kernels, collectives not hidden behind compute, host waits, launch gaps).

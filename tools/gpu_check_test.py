@@ -81,8 +81,8 @@ def main():
 
     # A GPU test that skips fails its stage (gpu-check runs only where a driver is); a CPU test passes.
     build = os.path.dirname(os.path.dirname(zero3))
-    cpu_test = os.path.join(build, "backend_cuda", "gemm_shape_test")
-    gpu_test = os.path.join(build, "backend_cuda", "cuda_kernels_test")
+    cpu_test = os.path.join(build, "backend_cuda", "cuda", "gemm_shape_test")
+    gpu_test = os.path.join(build, "backend_cuda", "cuda", "cuda_kernels_test")
     if os.path.exists(cpu_test) and os.path.exists(gpu_test) and not os.path.exists("/dev/nvidia0"):
         gpu_check_module.DEADLINE = float("inf")
         passed = gpu_check_module.gtest_stage(cpu_test, 60)

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <thread>
 
-#include "backend_cuda/mpi_world.h"
+#include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/stopwatch.h"

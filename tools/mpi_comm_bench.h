@@ -1,11 +1,11 @@
 // `zero3 bench comm --backend mpi`: the same sizes and checked values as the simulated benchmark
-// (sim/comm_bench.h), timed over MpiCommunicator with one process per rank, nccl-tests columns,
+// (tools/comm_bench.h), timed over MpiCommunicator with one process per rank, nccl-tests columns,
 // and beside each row the simulator's figure for the same size measured in the same session by
 // rank 0 (while the other ranks sleep), with the ratio of the two bus bandwidths.
 #pragma once
 #include <string>
 
-#include "sim/comm_bench.h"
+#include "tools/comm_bench.h"
 
 namespace zero3 {
 

@@ -4,7 +4,7 @@
 #include <csignal>
 #include <cstdio>
 
-#include "backend_cuda/mpi_world.h"
+#include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/errors.h"
 #include "core/base/rng.h"
 #include "sim/fault_plan.h"

@@ -1,5 +1,5 @@
 // `zero3 train --backend mpi`: this process is one rank of a job that mpirun or srun started; every
-// rank runs the per-rank program over the MPI communicator (backend_cuda/mpi_world.h), rank 0
+// rank runs the per-rank program over the MPI communicator (backend_cuda/mpi/mpi_world.h), rank 0
 // prints and writes the report, and any failure ends the whole job (MPI_Abort with the failure's
 // exit code) rather than leaving peers waiting.
 #pragma once

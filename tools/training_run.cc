@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "backend_cuda/cuda_world.h"
-#include "backend_cuda/mpi_world.h"
+#include "backend_cuda/cuda/cuda_world.h"
+#include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
 #include "core/base/errors.h"

@@ -3,7 +3,7 @@
 // float arithmetic only (no libm, no lookup tables), so a loop over them vectorises, and every
 // operation is an IEEE one with contraction off (the kernels' build flags): the same input gives
 // the same bits on every thread count, vector width and machine. The CUDA kernels call these same
-// functions (backend_cuda/cuda_element_functions.h): under nvcc they are __host__ __device__ (a
+// functions (backend_cuda/cuda/cuda_element_functions.h): under nvcc they are __host__ __device__ (a
 // macro, no CUDA header; std::bit_cast runs on the device with --expt-relaxed-constexpr), so
 // built with contraction off there too (--fmad=false) a GPU computes the reference's bits.
 //

@@ -1,6 +1,6 @@
 // A slice along one dim as three counts: `outer` rows of `dim_full` (the full tensor) or
 // `dim_part` (the slice) items of `inner` elements each. The CPU kernels copy it as segments, the
-// CUDA kernels (backend_cuda/cuda_kernels_indexing.cu) element by element from the same layout.
+// CUDA kernels (backend_cuda/cuda/cuda_kernels_indexing.cu) element by element from the same layout.
 #pragma once
 #include <cstdint>
 #include <string>

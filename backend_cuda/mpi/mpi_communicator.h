@@ -1,0 +1,62 @@
+// The Communicator over one MPI communicator (mpi_world.h says what it promises). Internal to the
+// MPI backend: it includes <mpi.h>, so only the backend's own files include it.
+#pragma once
+#include <deque>
+#include <memory>
+#include <string>
+
+#include <mpi.h>
+
+#include "backend_cuda/mpi/mpi_world.h"
+#include "core/sharding/communicator.h"
+
+namespace zero3 {
+
+class MpiWork;
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Duplicates `parent` twice: one communicator for every collective as issued, one for the
+  // second phase of all-reduces, which starts later (at completion) and so has an order of its own.
+  MpiCommunicator(MPI_Comm parent, const MpiOptions& options);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
+
+  std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
+  std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
+                                             const CallSite& site) override;
+  std::shared_ptr<Work> all_reduce_async(Tensor& buffer, ReduceOp op, const CallSite& site) override;
+  std::shared_ptr<Work> broadcast_async(Tensor& buffer, int root, const CallSite& site) override;
+  std::shared_ptr<Work> barrier_async(const CallSite& site) override;
+  void synchronize() override;
+  // Says why on stderr and ends the job (MPI_Abort with the liveness exit code).
+  [[noreturn]] void abort(const std::string& reason) override;
+
+  // Completes, in issue order, every collective up to and including `work`.
+  void complete_through(const MpiWork* work);
+  // The same without blocking: advances what has arrived, in issue order; true when `work` is done.
+  bool poll_through(const MpiWork* work);
+
+ private:
+  std::shared_ptr<Work> enqueue(std::shared_ptr<MpiWork> work);
+  // A datatype of `bytes` contiguous bytes, built from chunks of at most max_message_bytes.
+  MPI_Datatype block_type(int64_t bytes) const;
+  void wait_for(MPI_Request& request, const MpiWork& work);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm second_phase_comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int world_ = 1;
+  MpiOptions options_;
+  int64_t next_sequence_ = 0;
+  std::deque<std::shared_ptr<MpiWork>> pending_;  // issued, not yet completed, in issue order
+};
+
+// Throws BackendError naming `what` when an MPI call did not return MPI_SUCCESS.
+void check_mpi(int code, const std::string& what);
+
+}  // namespace zero3
