@@ -85,6 +85,38 @@ struct InProcessRank {
   std::function<void()> after_each_step = {};  // rank 0, after the step's own line
 };
 
+// Rank 0's line per logged step (loss, gradient norm, clip, time, tokens/s, MFU where the peak is
+// known) and the progress bar between them. A loss that is not finite ends the run.
+struct StepLines {
+  const TrainOptions& options;
+  const StepThroughput& throughput;
+  ProgressBar& progress;
+  Stopwatch watch = {};
+
+  void print(const StepStats& stats) {
+    if (!std::isfinite(stats.loss)) {
+      throw CorrectnessError("loss became " + std::to_string(stats.loss) + " at step " + std::to_string(stats.step) +
+                             "; lower --lr or enable clipping");
+    }
+    const double step_ms = watch.milliseconds();
+    watch.restart();
+    if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
+      progress.finish();
+      std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms  %.0f tokens/s",
+                  static_cast<long long>(stats.step + 1), static_cast<long long>(options.steps), stats.loss,
+                  stats.grad_norm, stats.clip, step_ms, throughput.tokens_per_step * 1e3 / step_ms);
+      if (throughput.peak_flops > 0.0) {
+        std::printf("  MFU %.1f%%", 100.0 * throughput.flops_per_step * 1e3 / step_ms / throughput.peak_flops);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    char status[96];
+    std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
+    progress.update(stats.step + 1, status);
+  }
+};
+
 // The reference (no communicator), one MPI rank or one GPU rank: the per-rank program in this
 // process. Rank 0 prints; the others run silently.
 TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& config, BuiltModel& built,
@@ -100,7 +132,7 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
   }
   const StagingCleanup cleanup{rank == 0 ? options.save_checkpoint : std::string()};
   ProgressBar progress(options.steps, "train");
-  Stopwatch step_watch;
+  StepLines step_lines{.options = options, .throughput = throughput, .progress = progress};
   RankProgramOptions program{
       .config = config,
       .seed = options.seed,
@@ -110,26 +142,7 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
       .save_checkpoint = options.save_checkpoint,
       .save_after_step = options.save_at.value_or(0),
       .on_step = [&](const StepStats& stats) {
-        if (!std::isfinite(stats.loss)) {
-          throw CorrectnessError("loss became " + std::to_string(stats.loss) + " at step " +
-                                 std::to_string(stats.step) + "; lower --lr or enable clipping");
-        }
-        const double step_ms = step_watch.milliseconds();
-        step_watch.restart();
-        char status[96];
-        std::snprintf(status, sizeof(status), "loss %.4f", stats.loss);
-        if ((stats.step + 1) % options.log_every == 0 || stats.step + 1 == options.steps) {
-          progress.finish();
-          std::printf("step %5lld/%lld  loss %.4f  grad_norm %.4f  clip %.3f  %.1f ms  %.0f tokens/s",
-                      static_cast<long long>(stats.step + 1), static_cast<long long>(options.steps), stats.loss,
-                      stats.grad_norm, stats.clip, step_ms, throughput.tokens_per_step * 1e3 / step_ms);
-          if (throughput.peak_flops > 0.0) {
-            std::printf("  MFU %.1f%%", 100.0 * throughput.flops_per_step * 1e3 / step_ms / throughput.peak_flops);
-          }
-          std::printf("\n");
-          std::fflush(stdout);
-        }
-        progress.update(stats.step + 1, status);
+        step_lines.print(stats);
         if (seams.after_each_step) seams.after_each_step();
       },
       .on_saved = [&](int64_t steps_taken) {
@@ -203,7 +216,7 @@ BuiltModel initialized_model(const TrainOptions& options, const TrainConfig& con
 // --backend cuda: every rank this process drives (one thread per GPU, or this process's one GPU
 // under a launcher) trains its own copy of the model from the same seed; rank 0's outcome is the
 // run's. The world size is the number of GPUs, which --ranks may only repeat.
-TrainOutcome train_on_gpus(TrainOptions& options, const TrainConfig& config) {
+TrainOutcome train_on_gpus(TrainOptions& options, const TrainConfig& config, BuiltModel&) {
   std::mutex outcome_mutex;
   TrainOutcome outcome;
   const int requested_ranks = options.ranks;
@@ -250,6 +263,61 @@ TrainOutcome train_on_gpus(TrainOptions& options, const TrainConfig& config) {
   return outcome;
 }
 
+// --backend ref: the single-process reference, on --device's reference kernels.
+TrainOutcome train_reference(TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
+  return train_in_process(options, config, built,
+                          {.comm = nullptr, .kernels = simulated_device_kernels(train_device(options))});
+}
+
+// --backend mpi: this process is one rank of an mpirun/srun/torchrun job.
+TrainOutcome train_mpi_rank(TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
+  const std::unique_ptr<Communicator> comm = mpi_training_communicator(options);
+  TrainOutcome outcome = train_in_process(
+      options, config, built, {.comm = comm.get(), .kernels = simulated_device_kernels(train_device(options))});
+  comm->synchronize();
+  outcome.backend_report["mpi"] = {{"world", comm->world()},
+                                   {"launcher", MpiWorld::start().launch().launcher},
+                                   {"collective_timeout_s", options.collective_timeout_s}};
+  return outcome;
+}
+
+// --backend sim: every rank in this process, as seeded fibers (sim_training_run.h).
+TrainOutcome train_sim(TrainOptions& options, const TrainConfig& config, BuiltModel&) {
+  TrainOutcome outcome;
+  const Stopwatch watch;
+  train_simulated(options, config, outcome, outcome.backend_report);
+  outcome.seconds = watch.seconds();
+  return outcome;
+}
+
+// What each --backend does with a run. Flag checks per backend are in train_options.cc.
+struct TrainingBackend {
+  const char* name;
+  TrainOutcome (*train)(TrainOptions& options, const TrainConfig& config, BuiltModel& built);
+  // Where every process computes the same outcome, only this one writes the report (null: always).
+  bool (*writes_report)() = nullptr;
+  // Runs the whole training call inside the backend's process session (null: called directly).
+  TrainOutcome (*in_process_session)(const TrainOptions&, const std::function<TrainOutcome(const TrainOptions&)>&) =
+      nullptr;
+};
+
+const TrainingBackend kTrainingBackends[] = {
+    {.name = "ref", .train = train_reference},
+    {.name = "sim", .train = train_sim},
+    {.name = "mpi",
+     .train = train_mpi_rank,
+     .writes_report = [] { return MpiWorld::start().rank() == 0; },
+     .in_process_session = run_training_as_mpi_process},
+    {.name = "cuda", .train = train_on_gpus},
+};
+
+const TrainingBackend& training_backend(const std::string& name) {
+  for (const TrainingBackend& backend : kTrainingBackends) {
+    if (name == backend.name) return backend;
+  }
+  throw InputError("--backend " + name + ": expected ref, sim, mpi or cuda");
+}
+
 TrainOutcome train_and_report(const TrainOptions& requested) {
   TrainOptions options = requested;
   train_device(options);  // a device the backend cannot use is refused before any work starts
@@ -261,24 +329,8 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   BuiltModel built = initialized_model(options, config);
   print_banner(options, config, built);
 
-  TrainOutcome outcome;
-  Kernels& reference_kernels = simulated_device_kernels(train_device(options));
-  if (options.backend == "ref") {
-    outcome = train_in_process(options, config, built, {.comm = nullptr, .kernels = reference_kernels});
-  } else if (options.backend == "mpi") {
-    const std::unique_ptr<Communicator> comm = mpi_training_communicator(options);
-    outcome = train_in_process(options, config, built, {.comm = comm.get(), .kernels = reference_kernels});
-    comm->synchronize();
-    outcome.backend_report["mpi"] = {{"world", comm->world()},
-                                     {"launcher", MpiWorld::start().launch().launcher},
-                                     {"collective_timeout_s", options.collective_timeout_s}};
-  } else if (options.backend == "sim") {
-    const Stopwatch watch;
-    train_simulated(options, config, outcome, outcome.backend_report);
-    outcome.seconds = watch.seconds();
-  } else {
-    outcome = train_on_gpus(options, config);
-  }
+  const TrainingBackend& backend = training_backend(options.backend);
+  TrainOutcome outcome = backend.train(options, config, built);
   outcome.parameter_count = built.model->parameter_count();
   outcome.unigram_entropy_nats = built.data->unigram_entropy_nats();
   outcome.data_description = built.data->description();
@@ -292,8 +344,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   std::printf("  host syncs per step: %lld at most (by design 2, the loss and the gradient norm, plus 1 per MoE "
               "layer per micro-step)\n",
               static_cast<long long>(max_host_syncs(outcome.steps)));
-  // Under MPI every rank has the same outcome; rank 0 writes it.
-  if (!options.report_path.empty() && (options.backend != "mpi" || MpiWorld::start().rank() == 0)) {
+  if (!options.report_path.empty() && (!backend.writes_report || backend.writes_report())) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
     report.update(outcome.backend_report);
     write_report(options.report_path, report);
@@ -315,8 +366,8 @@ TrainOutcome run_training(const TrainOptions& options) {
       throw;
     }
   };
-  if (options.backend == "mpi") return run_training_as_mpi_process(options, train);
-  return train(options);
+  const TrainingBackend& backend = training_backend(options.backend);
+  return backend.in_process_session ? backend.in_process_session(options, train) : train(options);
 }
 
 std::string hash_master_weights(const std::vector<OptimizerSlot>& state) {
