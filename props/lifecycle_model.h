@@ -1,5 +1,5 @@
 // A small model of one rank's parameter lifecycle under ZeRO-3, for the stateful test
-// (lifecycle_state_test.cc). It follows DESIGN.md's rules rather than the engine's code:
+// (lifecycle_state_test.cc). It follows the README's lifecycle rules ("Design") rather than the engine's code:
 //   - entering a module (pre-forward, and pre-backward in reverse order) fetches its parameters —
 //     its own and the external ones it registered — gathering what is NOT_AVAILABLE;
 //   - the first use of another module's parameter registers it as external and gathers it;

@@ -1,5 +1,5 @@
 // zero3: train with ZeRO-3 over simulated ranks or GPUs, fuzz it, replay traces.
-// Exit codes (DESIGN.md): 0 ok, 1 usage or bad input, 2 correctness, 3 liveness, 4 backend.
+// Exit codes (README.md): 0 ok, 1 usage or bad input, 2 correctness, 3 liveness, 4 backend.
 #include <cstdio>
 #include <string>
 

@@ -2,7 +2,7 @@
 // meta tensors, so nothing is computed or moved, but every fetch, release, bucket and collective
 // happens as in training, timed by the cost model, and every byte is accounted.
 //
-// Two simulations, chosen by the trace (DESIGN.md, "Simulator semantics"):
+// Two simulations, chosen by the trace (README.md, "Design"):
 //   - symmetric: an SPMD trace (every rank runs the same events) replays ONE representative rank
 //     over a SymmetricCommunicator of world W. Every rank is assumed to issue the same collectives,
 //     which the identical events guarantee, so GPT-3 at 1024 ranks costs one engine, not 1024.

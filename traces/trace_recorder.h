@@ -2,7 +2,7 @@
 //
 // The events come from re-running the same model, seed, data and config with the DDP reference on
 // the same ranks, its module hooks wrapped by a recorder: the reference computes exactly what
-// ZeRO-3 computes (bit for bit, DESIGN.md "Oracles"), so data-dependent routing is the same, and
+// ZeRO-3 computes (bit for bit, README.md "Design"), so data-dependent routing is the same, and
 // it records complete steps even when the ZeRO-3 run itself hangs on a rank-divergent collective.
 // The collective log comes from the ZeRO-3 run's own event log. The run section is written too,
 // so the trace also replays functionally.

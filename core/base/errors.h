@@ -1,5 +1,5 @@
 // Typed errors for everything that can go wrong in operation, each with its CLI exit code
-// (DESIGN.md: 1 bad input, 2 correctness, 3 liveness, 4 backend). Programmer errors use
+// (README.md: 1 bad input, 2 correctness, 3 liveness, 4 backend). Programmer errors use
 // ZERO3_CHECK, which names the failed expression and where it is.
 #pragma once
 #include <stdexcept>

@@ -3,7 +3,7 @@
 //   Bias      x + p   through the checked accessor (a [0] bias against [N, 1] gives [N, 0])
 //   RawScale  x * p   through ctx.raw(p), as a constant, mirroring user code that caches
 //                     `param.data`: while p is partitioned it sees the placeholder, and
-//                     broadcasting may hide it (the broadcast trap, SCENARIOS.md #3).
+//                     broadcasting may hide it (the broadcast trap, failure class 3, README.md "Design").
 // A parameter of shape [n] meets x [N, width] directly; one of shape [n, 1] meets x viewed as
 // [N, width, 1]. Either way n must equal width, or one of them must be 1, and the result is
 // flattened back to [N, broadcast width].

@@ -2,7 +2,7 @@
 // each row; the row goes to its top-1 expert (argmax of the gate logits, read from the values),
 // and the expert's output is scaled by the gate's softmax probability so the gate trains. Each
 // expert runs only on its own rows, and an expert with no rows is not invoked at all: ranks with
-// different data run different experts, the rank-divergent execution of SCENARIOS.md #7.
+// different data run different experts, the rank-divergent execution of failure class 7, README.md "Design".
 #pragma once
 #include <vector>
 

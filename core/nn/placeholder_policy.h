@@ -1,6 +1,6 @@
 // What a raw (unchecked) handle to a parameter shows while an engine holds it partitioned. Real
 // user code keeps cached references to parameter data; what they see decides whether a bug is loud
-// or silent (the broadcast trap, SCENARIOS.md #3). The property harness measures each policy.
+// or silent (the broadcast trap, failure class 3, README.md "Design"). The property harness measures each policy.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 // Repeat: one body invoked `times` times in a single forward, parameters shared between the
-// calls (SCENARIOS.md #6). The body must keep the width, since each call's output feeds the next.
+// calls (failure class 6, README.md "Design"). The body must keep the width, since each call's output feeds the next.
 #pragma once
 #include <memory>
 

@@ -1,5 +1,5 @@
 // UnusedLinear: registers a Linear's parameters but never uses them; forward is the identity.
-// Models real modules whose parameters sit out a step (SCENARIOS.md #9): they get no gradient,
+// Models real modules whose parameters sit out a step (failure class 9, README.md "Design"): they get no gradient,
 // yet every rank must still take part in their reduce-scatter with zeros.
 #pragma once
 #include "core/nn/layer.h"

@@ -1,6 +1,10 @@
-// The Communicator seam: collectives among the ranks of one world, implemented by SimCommunicator
-// (sim/), SymmetricCommunicator (traces/) and, for real GPUs, NcclCommunicator (backend_cuda/).
-// The engine is written against this file only.
+// The Communicator seam: collectives among the ranks of one world. The engine is written against
+// this file only. Implementations:
+//   SimCommunicator        sim/sim_communicator.h                 simulated ranks, fibers
+//   MpiCommunicator        backend_cuda/mpi/mpi_communicator.h    a CPU process per rank, MPI
+//   NcclCommunicator       backend_cuda/cuda/nccl_communicator.h  a GPU per rank, NCCL
+//   SymmetricCommunicator  traces/symmetric_communicator.h        shape replay, one rank for all
+// ObservedCommunicator (sim/observed_communicator.h) wraps any of them to count its buffers.
 //
 // Buffer layout follows NCCL exactly:
 //   all_gather:     send[count] from every rank; recv[count * world], rank i's block at i * count.

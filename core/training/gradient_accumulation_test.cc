@@ -1,4 +1,4 @@
-// Gradient accumulation (SCENARIOS.md #10): GAS = k over micro-batches of m examples equals one
+// Gradient accumulation (failure class 10, README.md "Design"): GAS = k over micro-batches of m examples equals one
 // step over the k * m examples concatenated, to rounding — the 1/k scale applied exactly once,
 // which the gradient norms show directly and the weights (under AdamW) hardly at all.
 #include <gtest/gtest.h>
