@@ -102,7 +102,13 @@ struct LifecycleSut {
         world(sim.world()) {
     for (const std::string& name : kModuleNames) modules.push_back(find_module(built.model->root(), name));
     engine.begin_step(ctx, 0);
+  }
+  // The engine's phase order (engine_phase.h): a micro-step opens at its first module entry and
+  // closes with its backward, so a step may end between micro-steps.
+  void open_micro_step() {
+    if (in_micro_step) return;
     engine.begin_micro_step(ctx);
+    in_micro_step = true;
   }
   static Model& init(BuiltModel& model) {
     model.model->initialize(5);
@@ -127,6 +133,7 @@ struct LifecycleSut {
   std::vector<int64_t> invocations;  // of the modules on the stack
   std::vector<Var> use_sums;         // one scalar per use this micro-step: the loss adds them
   int64_t step = 0;
+  bool in_micro_step = false;
 };
 
 using LifecycleCommand = rc::state::Command<LifecycleModel, LifecycleSut>;
@@ -175,8 +182,10 @@ struct Enter : LifecycleCommand {
   }
   void apply(LifecycleModel& model) const override { model.enter(module); }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    run_checked(*this, model, sut,
-                [&] { sut.invocations.push_back(sut.ctx.enter_module(*sut.modules[static_cast<size_t>(module)])); });
+    run_checked(*this, model, sut, [&] {
+      sut.open_micro_step();
+      sut.invocations.push_back(sut.ctx.enter_module(*sut.modules[static_cast<size_t>(module)]));
+    });
   }
   void show(std::ostream& os) const override { os << "Enter(\"" << kModuleNames[static_cast<size_t>(module)] << "\")"; }
 };
@@ -257,9 +266,10 @@ struct Backward : LifecycleCommand {
       Var loss = sut.use_sums.front();
       for (size_t i = 1; i < sut.use_sums.size(); ++i) loss = add(sut.ctx, loss, sut.use_sums[i]);
       sut.use_sums.clear();
+      sut.engine.begin_backward();
       backward(sut.ctx, loss);
       sut.engine.end_micro_step(sut.ctx);
-      sut.engine.begin_micro_step(sut.ctx);
+      sut.in_micro_step = false;
     });
   }
   void show(std::ostream& os) const override { os << "Backward()"; }
@@ -275,7 +285,6 @@ struct Step : LifecycleCommand {
     run_checked(*this, model, sut, [&] {
       sut.engine.end_step(sut.ctx);
       sut.engine.begin_step(sut.ctx, ++sut.step);
-      sut.engine.begin_micro_step(sut.ctx);
     });
   }
   void show(std::ostream& os) const override { os << "Step()"; }
@@ -347,10 +356,13 @@ RC_GTEST_PROP(LifecycleStateMachine, TheEngineFollowsTheLifecycleModelThroughAny
 
 // The bugs that break the lifecycle itself (the others live in gradients, buckets and checkpoints,
 // which the stateful test does not model; gather-gated-on-numel needs a zero-sized parameter).
+// gather-order-by-arrival is the engine's own bucket-order check firing: it needs a module that
+// registered an external parameter and gathers it again with its own.
 TEST(LifecycleStateMachine, FindsAFailingSequenceForEveryLifecycleBug) {
   constexpr int kSequences = 300;
   for (Bug bug : {Bug::external_not_registered, Bug::invalidate_without_wait, Bug::release_while_in_use,
-                  Bug::missing_gather_wait, Bug::prefetch_silently_off, Bug::never_release}) {
+                  Bug::missing_gather_wait, Bug::prefetch_silently_off, Bug::never_release,
+                  Bug::gather_order_by_arrival}) {
     BugInjections bugs;
     bugs.set(bug);
     rc::detail::TestParams params;

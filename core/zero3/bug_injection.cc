@@ -26,6 +26,7 @@ constexpr BugInfo kBugs[] = {
     {"resume-without-optimizer-state", "a resumed run restores master weights but zeroes the AdamW moments"},
     {"prefetch-silently-off", "no gather is issued ahead of its module although overlap_comm and the budgets allow"},
     {"never-release", "gathered parameters are not released after their module's post-forward/post-backward"},
+    {"gather-order-by-arrival", "gather buckets laid out in the order a module lists its parameters, not by id"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

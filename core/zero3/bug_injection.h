@@ -49,6 +49,10 @@ enum class Bug : uint8_t {
   // Parameters are never released after their module's post-forward or post-backward (a release
   // hook that does not fire): results stay exact, gathered memory grows to the whole model.
   never_release,
+  // A gather bucket laid out in the order the module lists its parameters (its own, then the
+  // external ones as they were registered) instead of by id: ranks that registered externals in
+  // another order would lay the same collective out differently.
+  gather_order_by_arrival,
   count_,
 };
 

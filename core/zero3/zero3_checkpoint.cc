@@ -18,6 +18,7 @@ std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
 }
 
 void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards) {
+  enter_call(EngineCall::load_shard_state);
   ZERO3_CHECK(shards.size() == states_.size(), "one optimizer slot per parameter");
   ZERO3_CHECK(pending_.empty(), "load_shard_state between steps only: a gather is in flight");
   for (size_t id = 0; id < states_.size(); ++id) {

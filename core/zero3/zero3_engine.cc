@@ -139,6 +139,7 @@ std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
 // ---- gathering and releasing ------------------------------------------------------------------
 
 void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& params) {
+  check_gather_bucket_order(module, params);
   std::vector<BucketEntry> entries;
   for (const ParamState* state : params) entries.push_back({.param_id = state->param->id(), .numel = state->numel});
   auto pending = std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm_.world()), params, {}, {}, {}});
@@ -154,12 +155,19 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
   account_live(0);  // the peak counts the buffers just issued
   pending->layout.pack_shards(kernels_, shards, pending->send);
   pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
-                                         call_site(module.display_name(), params, phase_.c_str()));
+                                         call_site(module.display_name(), params, engine_phase_label(phase_)));
   counters_.gathers++;
   pending_.push_back(std::move(pending));
 }
 
 void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
+  // Found before it is waited: a gather completed twice, or never issued, has no work to wait for.
+  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& p) { return p.get() == &pending; });
+  if (it == pending_.end()) {
+    fail_invariant("a gather of " + std::to_string(pending.params.size()) + " parameters" +
+                   (pending.params.empty() ? "" : " from '" + pending.params.front()->param->name() + "'") +
+                   " completed that is not in flight (completed twice, or never issued)");
+  }
   if (!bugs_.on(Bug::missing_gather_wait)) pending.work->wait();
   for (size_t i = 0; i < pending.params.size(); ++i) {
     ParamState& state = *pending.params[i];
@@ -173,7 +181,6 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     account_live(state.numel);
     counters_.gathered_elements += state.numel;
   }
-  auto it = std::find_if(pending_.begin(), pending_.end(), [&](const auto& p) { return p.get() == &pending; });
   pending_.erase(it);
 }
 
@@ -197,9 +204,15 @@ void Zero3Engine::fetch(Context& ctx, Module& module, const std::vector<ParamSta
 
   // The decision to gather is "is any parameter NOT_AVAILABLE", never an element count: a
   // zero-sized parameter goes through the same transitions as any other.
+  std::vector<int64_t> arrival;  // the injected bug's order: as the module lists its parameters
+  if (bugs_.on(Bug::gather_order_by_arrival)) {
+    for (const ParamState* state : wanted) {
+      if (std::find(arrival.begin(), arrival.end(), state->param->id()) == arrival.end()) arrival.push_back(state->param->id());
+    }
+  }
   std::vector<ParamState*> needed;
   int64_t needed_elements = 0;
-  for (int64_t id : event.param_ids) {
+  for (int64_t id : arrival.empty() ? event.param_ids : arrival) {
     ParamState* state = states_[id].get();
     if (state->status != ParamStatus::not_available) continue;
     needed.push_back(state);
@@ -302,36 +315,50 @@ void Zero3Engine::begin_use(Context& ctx, Module& module) {
 }
 
 void Zero3Engine::end_use(Context& ctx, Module& module) {
-  ZERO3_CHECK(!invocation_stack_.empty() && invocation_stack_.back().first == &module,
-              "hook order broken at " + module.display_name());
+  if (invocation_stack_.empty() || invocation_stack_.back().first != &module) {
+    fail_invariant("module '" + module.display_name() + "' ended but " +
+                   (invocation_stack_.empty() ? std::string("no module") : "'" + invocation_stack_.back().first->display_name() + "'") +
+                   " is the innermost running");
+  }
   invocation_stack_.pop_back();
   const std::vector<ParamState*> params = params_of(module);
-  for (ParamState* state : params) state->active_uses--;
+  for (ParamState* state : params) {
+    if (state->active_uses <= 0) {
+      fail_invariant("'" + state->param->name() + "' has no active use left for module '" + module.display_name() +
+                     "' to end");
+    }
+    state->active_uses--;
+  }
   release_unused_after(ctx, module, params);
 }
 
 void Zero3Engine::pre_forward(Context& ctx, Module& module) {
+  enter_call(EngineCall::pre_forward);
   begin_use(ctx, module);
   fetch(ctx, module, params_of(module));
 }
 
 void Zero3Engine::post_forward(Context& ctx, Module& module) {
+  enter_call(EngineCall::post_forward);
   end_use(ctx, module);
   if (observer_) observer_->after_post_forward(module, *this);
 }
 
 void Zero3Engine::pre_backward(Context& ctx, Module& module) {
+  enter_call(EngineCall::pre_backward);
   begin_use(ctx, module);
   fetch(ctx, module, params_of(module));
 }
 
 void Zero3Engine::post_backward(Context& ctx, Module& module) {
+  enter_call(EngineCall::post_backward);
   note_gradients_ready(ctx, module);
   end_use(ctx, module);
   if (observer_) observer_->after_post_backward(module, *this);
 }
 
 Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param) {
+  enter_call(EngineCall::checked_access);
   ParamState& state = *states_[param.id()];
   // Inside a leaf, the leaf is the unit that gathers: an external use there belongs to the leaf
   // (its own subtree's parameters are not external to it).

@@ -17,6 +17,7 @@
 
 #include "core/tensor/allocator.h"
 #include "core/zero3/bug_injection.h"
+#include "core/zero3/engine_phase.h"
 #include "core/sharding/communicator.h"
 #include "core/autograd/context.h"
 #include "core/models/data.h"
@@ -71,10 +72,13 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   // train_step in its phases, for drivers that run forward and backward themselves (trace
   // replay): begin_step, then per micro-step begin_micro_step, forward, begin_backward,
   // backward, record_micro_loss, end_micro_step; then end_step (a driver that records no loss
-  // reports 0).
+  // reports 0). Each call is checked against engine_phase.h's table: out of order, it is a
+  // CorrectnessError naming the call, the phase, the rank and the step. end_micro_step and
+  // end_step assert the step-boundary invariants (nothing in flight, every gradient reduced, the
+  // live count equal to the gathered parameters) in every run, not only under the harness.
   void begin_step(Context& ctx, int64_t step);
   void begin_micro_step(Context& ctx);
-  void begin_backward() { phase_ = "backward"; }
+  void begin_backward();
   void end_micro_step(Context& ctx);
   // Keeps one micro-step's loss on the device; end_step averages them (one host read per step).
   void record_micro_loss(Context& ctx, const Tensor& loss);
@@ -90,6 +94,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   void set_observer(EngineObserver* observer) { observer_ = observer; }
 
   // Introspection for tests, reports and the property harness.
+  EnginePhase phase() const { return phase_; }
   ParamStatus status(const Parameter& param) const;
   bool is_persistent(const Parameter& param) const;
   const OptimizerSlot& slot(const Parameter& param) const;   // this rank's f32 master shard
@@ -119,6 +124,9 @@ class Zero3Engine : public ModuleHooks, public Trainer {
  private:
   struct ParamState;
   struct PendingGather;
+  // sim/zero3_engine_assertions_test.cc: puts the engine in states no public call sequence reaches
+  // (a stale gather, a miscounted live total) to show that each invariant check fires.
+  friend struct EngineInvariantProbe;
 
   // Lifecycle.
   void fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted);
@@ -151,6 +159,14 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   void account_live(int64_t delta);
   void move_status(ParamState& state, ParamStatus to, const std::string& module);
 
+  // Invariants, checked in every run (zero3_engine_checks.cc).
+  void enter_call(EngineCall call) { phase_ = phase_after(phase_, call, comm_.rank(), step_); }
+  [[noreturn]] void fail_invariant(const std::string& what) const;
+  void check_gather_bucket_order(const Module& module, const std::vector<ParamState*>& params) const;
+  void check_reduce_bucket_unreduced() const;
+  void check_micro_step_boundary(Context& ctx) const;
+  void check_step_boundary() const;
+
   Model& model_;
   Communicator& comm_;
   Allocator& allocator_;
@@ -160,7 +176,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   DType compute_dtype_;
   Device device_ = Device::cpu;  // meta: shape-only replay, no data anywhere
   int64_t step_ = 0;
-  std::string phase_ = "forward";
+  EnginePhase phase_ = EnginePhase::between_steps;
   Tensor micro_losses_;  // f32 [gradient_accumulation_steps] on the device, this step's losses
   int64_t micro_losses_recorded_ = 0;
 

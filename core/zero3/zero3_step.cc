@@ -27,6 +27,7 @@ StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t 
 }
 
 void Zero3Engine::begin_step(Context& ctx, int64_t step) {
+  enter_call(EngineCall::begin_step);
   step_ = step;
   ctx.set_step(step);
   trace_.begin_step();
@@ -38,6 +39,7 @@ void Zero3Engine::begin_step(Context& ctx, int64_t step) {
 }
 
 void Zero3Engine::record_micro_loss(Context& ctx, const Tensor& loss) {
+  enter_call(EngineCall::record_micro_loss);
   ZERO3_CHECK(micro_losses_recorded_ < micro_losses_.numel(), "more micro-step losses than accumulation steps");
   if (!loss.is_meta() && !micro_losses_.is_meta()) {
     ctx.kernels().copy_segments(loss, micro_losses_, {{.from = 0, .to = micro_losses_recorded_, .count = 1}});
@@ -46,14 +48,16 @@ void Zero3Engine::record_micro_loss(Context& ctx, const Tensor& loss) {
 }
 
 void Zero3Engine::begin_micro_step(Context& ctx) {
+  enter_call(EngineCall::begin_micro_step);
   ctx.begin_micro_step();
-  phase_ = "forward";
 }
 
+void Zero3Engine::begin_backward() { enter_call(EngineCall::begin_backward); }
+
 StepStats Zero3Engine::end_step(Context& ctx) {
+  enter_call(EngineCall::end_step);
   const int64_t gas = config_.gradient_accumulation_steps;
   for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
-  phase_ = "step";
   StepStats stats;
   stats.step = step_;
   // Same arithmetic as the DDP reference: the micro-step mean (summed in double), then the mean
@@ -67,6 +71,8 @@ StepStats Zero3Engine::end_step(Context& ctx) {
   stats.grad_norm = global_grad_norm(step_);
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   optimizer_step(ctx, step_, stats.clip);
+  check_step_boundary();
+  phase_ = EnginePhase::between_steps;
   if (observer_) observer_->after_step(*this);
   return stats;
 }
@@ -131,6 +137,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     std::sort(reduce_bucket_.begin(), reduce_bucket_.end(),
               [](const ParamState* a, const ParamState* b) { return a->param->id() < b->param->id(); });
   }
+  check_reduce_bucket_unreduced();
   std::vector<BucketEntry> entries;
   std::vector<Tensor> grads;
   for (const ParamState* state : reduce_bucket_) {
@@ -160,6 +167,7 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
 }
 
 void Zero3Engine::end_micro_step(Context& ctx) {
+  enter_call(EngineCall::end_micro_step);
   flush_reduce_bucket(ctx);
   // Whatever was not reduced yet — unused parameters above all — is reduced now, in id order:
   // with zeros where there is no gradient, so every rank issues the same collectives.
@@ -180,14 +188,16 @@ void Zero3Engine::end_micro_step(Context& ctx) {
     // Gathers prefetched for what follows this micro-step are completed and dropped.
     if (state->status == ParamStatus::inflight) wait_for(ctx, *state);
     if (state->status == ParamStatus::available && !state->persistent) release(ctx, *state, root);
-    release_full_grad(ctx, *state);  // only a bug leaves one unreduced here
+  }
+  // No module running, no use left, no gradient unreduced, nothing in flight: asserted, not reset.
+  check_micro_step_boundary(ctx);
+  // What readiness counted this micro-step starts again from zero in the next one.
+  for (auto& state : states_) {
     state->reduced = false;
     state->remaining_grad_uses = 0;
-    state->active_uses = 0;
   }
   uses_.clear();
   accessed_.clear();
-  invocation_stack_.clear();
   leaves_done_.clear();
 }
 
@@ -225,6 +235,7 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
 }
 
 std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
+  enter_call(EngineCall::gather_full_state);
   std::vector<OptimizerSlot> fulls;
   for (const auto& state : states_) {
     const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
