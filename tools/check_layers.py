@@ -35,6 +35,14 @@ BACKEND_FOLDERS = {
 }
 
 
+def includes(path: pathlib.Path):
+    """Each #include of the file as (line number, '<' or '"', header)."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = INCLUDE.match(line)
+        if match:
+            yield (number, *match.groups())
+
+
 def layer_of(path: pathlib.Path, core: pathlib.Path):
     parts = path.relative_to(core).parts
     return parts[0] if len(parts) > 1 else None
@@ -48,11 +56,7 @@ def check_file(path: pathlib.Path, core: pathlib.Path, root: pathlib.Path):
         yield f"{relative}:1: {where}; files belong in one of core/{{{','.join(LAYERS)}}}/"
         return
     allowed = LAYERS[: LAYERS.index(layer) + 1]
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        match = INCLUDE.match(line)
-        if not match:
-            continue
-        quote, header = match.groups()
+    for number, quote, header in includes(path):
         if quote == "<":
             if FORBIDDEN_SYSTEM.match(header):
                 yield (f"{relative}:{number}: includes <{header}>: the core never includes CUDA, NCCL, MPI "
@@ -84,11 +88,7 @@ def check_backend_file(path: pathlib.Path, backend: pathlib.Path, root: pathlib.
         return
     siblings, forbidden_system = BACKEND_FOLDERS[folder]
     allowed = [folder] + siblings
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        match = INCLUDE.match(line)
-        if not match:
-            continue
-        quote, header = match.groups()
+    for number, quote, header in includes(path):
         if quote == "<":
             if forbidden_system.match(header):
                 yield (f"{relative}:{number}: includes <{header}>: backend_cuda/{folder}/ is built without that "
