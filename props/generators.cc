@@ -39,6 +39,8 @@ rc::Gen<LayerDraw> gen_layer_draw(int world, const RealizeOptions& options, int 
     draw.count = *gen_uniform(1, 4);
     draw.pick = *gen_uniform(0, 12);
     draw.flag = *rc::gen::element(false, true);
+    // Frozen layers, as a fine-tuned base's: shrinks to trained.
+    draw.frozen = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
     if (has_body(draw.kind)) draw.body = *gen_layer_draws(world, options, depth + 1);
     // The broadcast trap's motif: a raw handle ending a sum_residual body, where a placeholder that
     // collapses the width to 0 sums to 0 instead of failing. An even pick prefers an [n, 1] target,

@@ -58,6 +58,7 @@ class SpecRealizer {
 
  private:
   std::optional<nlohmann::json> layer(const LayerDraw& draw, const std::string& name, int64_t& width);
+  std::optional<nlohmann::json> unfrozen_layer(const LayerDraw& draw, const std::string& name, int64_t& width);
   nlohmann::json tied_linear(const LayerDraw& draw, const std::string& name, int64_t& width);
   nlohmann::json broadcast(const LayerDraw& draw, const std::string& name, int64_t& width);
   nlohmann::json raw_scale(const LayerDraw& draw, const std::string& name, int64_t& width);
@@ -84,7 +85,23 @@ void SpecRealizer::sequence(const std::vector<LayerDraw>& draws, const std::stri
   }
 }
 
+// Whether a realized layer owns a parameter that "requires_grad" could freeze.
+bool owns_parameter(const nlohmann::json& layer) {
+  const std::string type = layer.at("type");
+  if (type == "tied_linear") return layer.at("bias").get<bool>();
+  if (type == "raw_scale") return layer.contains("shape");
+  return type == "linear" || type == "unused_linear" || type == "layer_norm" || type == "scale" || type == "bias" ||
+         type == "moe";
+}
+
 std::optional<nlohmann::json> SpecRealizer::layer(const LayerDraw& draw, const std::string& name, int64_t& width) {
+  std::optional<nlohmann::json> realized = unfrozen_layer(draw, name, width);
+  if (realized && draw.frozen && owns_parameter(*realized)) (*realized)["requires_grad"] = false;
+  return realized;
+}
+
+std::optional<nlohmann::json> SpecRealizer::unfrozen_layer(const LayerDraw& draw, const std::string& name,
+                                                           int64_t& width) {
   switch (draw.kind) {
     case LayerKind::linear: return linear_layer(name, draw.size, draw.flag, width);
     case LayerKind::unused_linear: {

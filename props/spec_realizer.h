@@ -30,6 +30,7 @@ struct LayerDraw {
   int64_t count = 1;  // times of a repeat, experts of an moe, bias of a tied_linear (even)
   int64_t pick = 0;   // which earlier weight or parameter; which broadcast shape
   bool flag = false;  // bias of a linear; a raw_scale on another layer's parameter
+  bool frozen = false;  // "requires_grad": false, where the realized layer owns a parameter
   std::vector<LayerDraw> body{};
 };
 

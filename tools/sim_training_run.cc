@@ -125,23 +125,32 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
 
 // Rank 0's measured model-state bytes beside the analytic count for this engine (compute-dtype
 // parameter shard + f32 gradient shard + 12 bytes of f32 master and AdamW moments per shard
-// element) and the ZeRO paper's (2 + 2 + K) * psi / W with K = 12, which assumes a 2-byte gradient.
+// element; a frozen parameter's shard element holds only the compute-dtype shard and the 4-byte
+// master) and the ZeRO paper's (2 + 2 + K) * psi / W with K = 12, which assumes a 2-byte gradient.
 nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig& config,
                                  const DistributedRunResult& result) {
   BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
   int64_t shard_elements = 0;
-  for (const Parameter* param : built.model->parameters()) shard_elements += shard_numel(param->numel(), options.ranks);
+  int64_t frozen_elements = 0;
+  for (const Parameter* param : built.model->parameters()) {
+    const int64_t elements = shard_numel(param->numel(), options.ranks);
+    shard_elements += elements;
+    if (!param->requires_grad()) frozen_elements += elements;
+  }
   const int64_t compute_bytes = config.bf16 ? 2 : 4;
-  const int64_t analytic = (compute_bytes + 4 + 12) * shard_elements;
+  const int64_t analytic = (compute_bytes + 4 + 12) * shard_elements - (4 + 8) * frozen_elements;
   const RankMemory& rank0 = result.memory.at(0);
   const int64_t measured = rank0.peak_bytes[static_cast<size_t>(MemoryCategory::param_shard)] +
                            rank0.peak_bytes[static_cast<size_t>(MemoryCategory::grad_shard)] +
                            rank0.peak_bytes[static_cast<size_t>(MemoryCategory::optimizer_state)];
   const double paper = 16.0 * static_cast<double>(built.model->parameter_count()) / options.ranks;
-  std::printf("model state per rank: %lld bytes measured, %lld analytic (%lld+4+12 bytes x %lld shard elements), "
-              "ZeRO paper (2+2+12)*psi/W = %.0f\n",
+  std::printf("model state per rank: %lld bytes measured, %lld analytic (%lld+4+12 bytes x %lld shard elements",
               static_cast<long long>(measured), static_cast<long long>(analytic), static_cast<long long>(compute_bytes),
-              static_cast<long long>(shard_elements), paper);
+              static_cast<long long>(shard_elements));
+  if (frozen_elements > 0) {
+    std::printf(", less 4+8 for each of the %lld frozen ones", static_cast<long long>(frozen_elements));
+  }
+  std::printf("), ZeRO paper (2+2+12)*psi/W = %.0f\n", paper);
   if (measured != analytic) {
     throw CorrectnessError("model-state bytes " + std::to_string(measured) + " differ from the analytic " +
                            std::to_string(analytic));

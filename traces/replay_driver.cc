@@ -172,6 +172,7 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
   const int64_t element_bytes = config_.bf16 ? 2 : 4;
   for (int32_t param : invocation.used_params) {
+    if (!model_.param(param).requires_grad()) continue;  // frozen: no gradient
     if (grad_bytes_held_.count(param)) continue;  // a second use adds into the same gradient
     const int64_t bytes = model_.param(param).numel() * element_bytes;
     memory_.acquire(MemoryCategory::grad, bytes, trace_.params[static_cast<size_t>(param)].name);

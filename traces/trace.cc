@@ -195,6 +195,7 @@ nlohmann::json trace_to_json(const Trace& trace) {
     for (const TraceParam& param : trace.params) {
       nlohmann::json entry = {param.id, param.name, param.shape};
       if (param.dtype != trace.dtype) entry.push_back(param.dtype);  // the owner is the name's prefix
+      if (!param.requires_grad) entry.push_back({{"requires_grad", false}});
       out["params"].push_back(entry);
     }
   }

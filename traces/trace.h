@@ -34,6 +34,7 @@ struct TraceParam {
   Shape shape{};
   std::string dtype{};  // as recorded; the engine shards every parameter in the compute dtype
   int32_t owner = 0;  // module index
+  bool requires_grad = true;  // false: frozen, no gradient, reduction or optimizer state
 };
 
 enum class EventKind : uint8_t { enter, exit, call, param, raw, backward, bwd_enter, bwd_exit, optimizer_step };

@@ -41,6 +41,7 @@ TraceModel::Tree TraceModel::build_tree(const Trace& trace) {
   for (const TraceParam& param : trace.params) {
     auto* owner = static_cast<ReplayModule*>(modules.at(static_cast<size_t>(param.owner)));
     tree.params.push_back(&owner->add_parameter(local_part(param.name), param.shape, Init::zeros));
+    tree.params.back()->set_requires_grad(param.requires_grad);
   }
   tree.root = std::move(root);
   return tree;

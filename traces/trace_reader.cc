@@ -60,26 +60,36 @@ void read_modules(const JsonReader& list, Trace& trace, Names& names) {
   if (trace.modules.empty()) list.fail("at least the root module [\"\", TYPE]");
 }
 
-// [id, name, shape], [id, name, shape, dtype] or [id, name, shape, dtype, owner]. The owner is the
-// module named by the name's prefix ("h.0.attn.qkv" owns "h.0.attn.qkv.weight"), so it may be left
-// out; when given it must be that module.
+// [id, name, shape], [id, name, shape, dtype] or [id, name, shape, dtype, owner], each optionally
+// followed by an object of options ({"requires_grad": false}: frozen). The owner is the module
+// named by the name's prefix ("h.0.attn.qkv" owns "h.0.attn.qkv.weight"), so it may be left out;
+// when given it must be that module.
 void read_params(const JsonReader& list, Trace& trace, Names& names) {
   for (size_t i = 0; i < list.size(); ++i) {
     const JsonReader entry = list.at(i);
-    if (!entry.json().is_array() || entry.size() < 3 || entry.size() > 5) entry.fail("[id, name, shape, dtype?, owner?]");
+    const bool has_options = entry.json().is_array() && !entry.json().empty() && entry.json().back().is_object();
+    const size_t positional = entry.json().is_array() ? entry.size() - (has_options ? 1 : 0) : 0;
+    if (!entry.json().is_array() || positional < 3 || positional > 5) {
+      entry.fail("[id, name, shape, dtype?, owner?, {\"requires_grad\": false}?]");
+    }
     TraceParam param;
+    if (has_options) {
+      const JsonReader options = entry.at(positional);
+      options.expect_only_keys({"requires_grad"});
+      if (options.has("requires_grad")) param.requires_grad = options.at("requires_grad").as_bool();
+    }
     param.id = entry.at(0).as_int(static_cast<int64_t>(i), static_cast<int64_t>(i));
     param.name = entry.at(1).as_string();
     const JsonReader shape = entry.at(2);
     for (size_t d = 0; d < shape.size(); ++d) param.shape.push_back(shape.at(d).as_int(0, kCountMax));
-    param.dtype = entry.size() > 3 ? entry.at(3).as_choice(kDtypes) : trace.dtype;
+    param.dtype = positional > 3 ? entry.at(3).as_choice(kDtypes) : trace.dtype;
     const size_t dot = param.name.rfind('.');
     const std::string owner_name = dot == std::string::npos ? "" : param.name.substr(0, dot);
     auto it = names.modules.find(owner_name);
     if (param.name.empty() || dot + 1 == param.name.size() || it == names.modules.end()) {
       entry.at(1).fail("OWNER.LOCAL_NAME where OWNER is a listed module (\"" + owner_name + "\" is not)");
     }
-    if (entry.size() > 4 && entry.at(4).as_string() != owner_name) entry.at(4).fail("\"" + owner_name + "\", the name's prefix");
+    if (positional > 4 && entry.at(4).as_string() != owner_name) entry.at(4).fail("\"" + owner_name + "\", the name's prefix");
     param.owner = it->second;
     if (!names.params.emplace(param.name, static_cast<int32_t>(i)).second) entry.at(1).fail("a parameter name not used before");
     trace.params.push_back(std::move(param));

@@ -87,7 +87,7 @@ Trace skeleton_of(const Model& model, const std::string& dtype, ModuleIndex& ind
   visit(model.root());
   for (const Parameter* param : model.parameters()) {
     trace.params.push_back({.id = param->id(), .name = param->name(), .shape = param->shape(), .dtype = dtype,
-                            .owner = index.at(&param->owner())});
+                            .owner = index.at(&param->owner()), .requires_grad = param->requires_grad()});
   }
   return trace;
 }

@@ -77,6 +77,25 @@ TEST(TraceReader, ErrorsNameTheFileTheJsonPathAndWhatWasExpected) {
   EXPECT_NE(error_of(json).find("unknown key 'surprise'"), std::string::npos) << error_of(json);
 }
 
+TEST(TraceReader, AParameterOptionsObjectMarksItFrozenAndTheWriterKeepsIt) {
+  nlohmann::json json = small_trace();
+  json["params"][1] = {1, "a.bias", {8}, {{"requires_grad", false}}};        // after the shape
+  json["params"][2] = {2, "b.weight", {2, 8}, "f32", "b", {{"requires_grad", true}}};  // after the owner
+  const Trace trace = read_trace(json, "t.json");
+  EXPECT_TRUE(trace.params[0].requires_grad);
+  EXPECT_FALSE(trace.params[1].requires_grad);
+  EXPECT_TRUE(trace.params[2].requires_grad);
+  EXPECT_EQ(trace.params[2].dtype, "f32");
+  const nlohmann::json written = trace_to_json(trace);
+  EXPECT_EQ(written["params"][1].back(), (nlohmann::json{{"requires_grad", false}}));
+  EXPECT_FALSE(read_trace(written, "again.json").params[1].requires_grad);
+  json["params"][1] = {1, "a.bias", {8}, {{"frozen", true}}};
+  EXPECT_NE(error_of(json).find("/params/1/3"), std::string::npos) << error_of(json);
+  EXPECT_NE(error_of(json).find("frozen"), std::string::npos) << error_of(json);
+  json["params"][1] = {1, "a.bias", {8}, {{"requires_grad", "no"}}};
+  EXPECT_NE(error_of(json).find("/params/1/3/requires_grad"), std::string::npos) << error_of(json);
+}
+
 // The input fuzz's finding: a repeat of 2^20 made `zero3 replay --timeline` run for minutes and
 // write gigabytes. The steps of a trace are bounded in all, the error naming the step that crosses.
 TEST(TraceReader, RefusesMoreThanTenThousandReplayedStepsInAllNamingTheRepeat) {

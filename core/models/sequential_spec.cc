@@ -56,7 +56,9 @@ class SequentialBuilder {
   const std::map<std::string, Parameter*>& parameters() const { return parameters_; }
 
  private:
+  // A layer with its parameters frozen when the spec says "requires_grad": false.
   BuiltLayer layer(const SpecNode& node, const std::string& name, int64_t width);
+  BuiltLayer unfrozen_layer(const SpecNode& node, const std::string& name, int64_t width);
   BuiltLayer linear(const SpecNode& node, int64_t width);
   BuiltLayer tied_linear(const SpecNode& node, int64_t width);
   BuiltLayer broadcast(const SpecNode& node, const std::string& type, int64_t width);
@@ -86,15 +88,27 @@ std::unique_ptr<Sequential> SequentialBuilder::sequence(const SpecNode& list, co
 }
 
 BuiltLayer SequentialBuilder::layer(const SpecNode& node, const std::string& name, int64_t width) {
+  BuiltLayer built = unfrozen_layer(node, name, width);
+  const SpecNode requires_grad = node.at("requires_grad");
+  // Read only when written, so that specs without it resolve as they always have.
+  if (requires_grad.present() && !requires_grad.boolean()) {
+    const std::vector<Parameter*> own = built.layer->all_parameters();
+    if (own.empty()) requires_grad.fail("expected a layer that owns a parameter to freeze; this one owns none");
+    for (Parameter* param : own) param->set_requires_grad(false);
+  }
+  return built;
+}
+
+BuiltLayer SequentialBuilder::unfrozen_layer(const SpecNode& node, const std::string& name, int64_t width) {
   node.require_object("a layer");
   const std::string type = node.at("type").one_of(sequential_layer_types());
   const std::string what = "a " + type + " layer";
   if (type == "linear" || type == "unused_linear") {
-    node.expect_object({"type", "out", "bias"}, what);
+    node.expect_object({"type", "out", "bias", "requires_grad"}, what);
     return linear(node, width);
   }
   if (type == "tied_linear") {
-    node.expect_object({"type", "tie_to", "transpose", "bias"}, what);
+    node.expect_object({"type", "tie_to", "transpose", "bias", "requires_grad"}, what);
     return tied_linear(node, width);
   }
   if (type == "gelu" || type == "relu") {
@@ -102,20 +116,20 @@ BuiltLayer SequentialBuilder::layer(const SpecNode& node, const std::string& nam
     return {std::make_unique<Activation>(type == "gelu" ? ActivationKind::gelu : ActivationKind::relu), width};
   }
   if (type == "layer_norm") {
-    node.expect_object({"type"}, what);
+    node.expect_object({"type", "requires_grad"}, what);
     if (width < 1) node.fail("a layer_norm needs an input width of at least 1, got 0");
     return {std::make_unique<LayerNorm>(width), width};
   }
   if (type == "scale" || type == "bias") {
-    node.expect_object({"type", "shape"}, what);
+    node.expect_object({"type", "shape", "requires_grad"}, what);
     return broadcast(node, type, width);
   }
   if (type == "raw_scale") {
-    node.expect_object({"type", "param", "shape"}, what);
+    node.expect_object({"type", "param", "shape", "requires_grad"}, what);
     return raw_scale(node, width);
   }
   if (type == "moe") {
-    node.expect_object({"type", "experts", "hidden"}, what);
+    node.expect_object({"type", "experts", "hidden", "requires_grad"}, what);
     return moe(node, width);
   }
   node.expect_object(type == "repeat" ? std::vector<std::string>{"type", "times", "layers"}

@@ -20,7 +20,8 @@ Var Context::param(Module& user, Parameter& param) {
   // Leaves are keyed by id; an unnumbered parameter would alias every other one.
   ZERO3_CHECK(param.id() >= 0, "parameter '" + param.name() + "' has no id: finalize() the model first");
   auto [it, inserted] = param_leaves_.try_emplace(param.id());
-  if (inserted) it->second = Var(value, /*requires_grad=*/true);
+  // A frozen parameter is a constant of the tape: backward computes no gradient for it.
+  if (inserted) it->second = Var(value, param.requires_grad());
   else it->second.mutable_value() = value;
   return it->second;
 }

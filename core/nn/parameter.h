@@ -1,5 +1,7 @@
-// Parameter: one learnable tensor with exactly one owner module, a dotted name and a stable id
-// assigned in registration order (identical on every rank).
+// Parameter: one tensor of a module's state with exactly one owner module, a dotted name and a
+// stable id assigned in registration order (identical on every rank). A frozen one
+// (requires_grad false, as base weights are while adapters fine-tune) takes part in forward and
+// backward like any other but gets no gradient, no reduction and no optimizer update.
 //
 // `data` is the full tensor as the unsharded reference trainer sees it. An engine that partitions
 // parameters keeps its own shards and answers checked and raw accesses through ModuleHooks; for
@@ -37,6 +39,8 @@ class Parameter {
   Module& owner() const { return *owner_; }
   Init init() const { return init_; }
   float init_std() const { return init_std_; }
+  bool requires_grad() const { return requires_grad_; }
+  void set_requires_grad(bool requires_grad) { requires_grad_ = requires_grad; }
 
   Tensor data;  // the full value (reference trainer); see the file comment
 
@@ -49,6 +53,7 @@ class Parameter {
   Shape shape_;
   Init init_;
   float init_std_;
+  bool requires_grad_ = true;
 };
 
 }  // namespace zero3

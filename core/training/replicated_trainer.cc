@@ -21,6 +21,7 @@ std::vector<std::vector<const Parameter*>> allreduce_buckets(const std::vector<P
   std::vector<const Parameter*> open;
   int64_t open_bytes = 0;
   for (const Parameter* param : params) {
+    if (!param->requires_grad()) continue;  // frozen: no gradient to reduce
     open.push_back(param);
     open_bytes += param->numel() * dtype_bytes(DType::f32);
     if (open_bytes >= bucket_bytes) {
@@ -75,7 +76,10 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   stats.clip = clip_coefficient(stats.grad_norm, config_.gradient_clipping);
   const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
   for (size_t id = 0; id < slots_.size(); ++id) {
-    adamw_update(ctx.kernels(), slots_[id], grad_accum_[id], stats.clip, coefficients);
+    // A frozen parameter keeps its value (AdamW's weight decay would move it) and zero moments.
+    if (model_.parameters()[id]->requires_grad()) {
+      adamw_update(ctx.kernels(), slots_[id], grad_accum_[id], stats.clip, coefficients);
+    }
   }
   refresh_compute_copies();
   return stats;

@@ -12,7 +12,14 @@ std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
   std::vector<OptimizerSlot> shards;
   for (const auto& state : states_) {
     const auto host = [&](const Tensor& tensor) { return tensor.is_meta() ? tensor : kernels_.to_host(tensor); };
-    shards.push_back({host(state->slot.master), host(state->slot.exp_avg), host(state->slot.exp_avg_sq)});
+    const Tensor master = host(state->slot.master);
+    if (state->frozen) {
+      // The file keeps three shards per parameter; a frozen one's moments are zeros.
+      const Tensor zeros = master.is_meta() ? master : Tensor::zeros(master.shape());
+      shards.push_back({master, zeros, zeros});
+      continue;
+    }
+    shards.push_back({master, host(state->slot.exp_avg), host(state->slot.exp_avg_sq)});
   }
   return shards;
 }
@@ -28,10 +35,14 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
                 "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
     // Copies onto the device: several ranks of one process may load from the same host tensors.
-    state.slot = {kernels_.copy_to_device(loaded.master.reshape({ps})),
-                  kernels_.copy_to_device(loaded.exp_avg.reshape({ps})),
-                  kernels_.copy_to_device(loaded.exp_avg_sq.reshape({ps}))};
-    if (bugs_.on(Bug::resume_without_optimizer_state)) {
+    if (state.frozen) {
+      state.slot.master = kernels_.copy_to_device(loaded.master.reshape({ps}));
+    } else {
+      state.slot = {kernels_.copy_to_device(loaded.master.reshape({ps})),
+                    kernels_.copy_to_device(loaded.exp_avg.reshape({ps})),
+                    kernels_.copy_to_device(loaded.exp_avg_sq.reshape({ps}))};
+    }
+    if (bugs_.on(Bug::resume_without_optimizer_state) && !state.frozen) {
       state.slot.exp_avg = Tensor::zeros({ps}, DType::f32, device_);
       state.slot.exp_avg_sq = Tensor::zeros({ps}, DType::f32, device_);
     }

@@ -34,14 +34,20 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
       const int64_t owned = shard_range(param->numel(), world, comm_.rank()).owned();
       cpu_kernels().fill_range(host_shard, owned, host_shard.numel() - owned, 3.0f + static_cast<float>(comm_.rank()));
     }
-    state->slot = make_optimizer_slot(kernels_, kernels_.to_device(host_shard));
+    state->frozen = !param->requires_grad();
+    const int64_t shard_elements = shard_numel(state->numel, world);
+    if (state->frozen) {
+      state->slot.master = kernels_.to_device(host_shard);
+    } else {
+      state->slot = make_optimizer_slot(kernels_, kernels_.to_device(host_shard));
+      state->grad_shard = Tensor::zeros({shard_elements}, DType::f32, device_);
+    }
     state->shard = cast(kernels_, state->slot.master, compute_dtype_);
-    state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);
     state->persistent = state->numel <= config_.zero.persistence_threshold;
-    const int64_t shard_elements = state->grad_shard.numel();
     allocator_.acquire(MemoryCategory::param_shard, shard_elements * dtype_bytes(compute_dtype_), param->name());
-    allocator_.acquire(MemoryCategory::optimizer_state, 3 * shard_elements * 4, param->name());
-    allocator_.acquire(MemoryCategory::grad_shard, shard_elements * 4, param->name());
+    // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient shard.
+    allocator_.acquire(MemoryCategory::optimizer_state, (state->frozen ? 1 : 3) * shard_elements * 4, param->name());
+    if (!state->frozen) allocator_.acquire(MemoryCategory::grad_shard, shard_elements * 4, param->name());
     // The engine owns the value from now on; the full tensor is dropped so nothing can read it.
     param->data = placeholder(*state);
     states_.push_back(std::move(state));
@@ -376,7 +382,7 @@ Tensor Zero3Engine::checked_access(Context& ctx, Module& user, Parameter& param)
     if (state.status == ParamStatus::not_available) issue_gather(gatherer, {&state});
     wait_for(ctx, state);
   }
-  if (!invocation_stack_.empty() && invocation_stack_.back().first == &user) {
+  if (!invocation_stack_.empty() && invocation_stack_.back().first == &user && !state.frozen) {
     // Its full gradient appears when this invocation's backward runs (counted then), ...
     auto& accessed = accessed_[invocation_stack_.back()];
     if (std::find(accessed.begin(), accessed.end(), &state) == accessed.end()) accessed.push_back(&state);

@@ -18,6 +18,9 @@ struct Zero3Engine::ParamState {
   Tensor full;             // the gathered value while AVAILABLE
   ParamStatus status = ParamStatus::not_available;
   bool persistent = false;
+  // requires_grad false: gathered like any other, but no gradient, no reduce-scatter and no AdamW
+  // moments; its f32 master stays as the value of record (checkpoints, full state).
+  bool frozen = false;
   int active_uses = 0;          // module invocations currently running that use it
   int remaining_grad_uses = 0;  // forward uses whose backward has not finished yet
   bool reduced = false;         // its gradient was reduce-scattered this micro-step

@@ -57,7 +57,9 @@ void Zero3Engine::begin_backward() { enter_call(EngineCall::begin_backward); }
 StepStats Zero3Engine::end_step(Context& ctx) {
   enter_call(EngineCall::end_step);
   const int64_t gas = config_.gradient_accumulation_steps;
-  for (auto& state : states_) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
+  for (auto& state : states_) {
+    if (!state->frozen) finish_accumulation(ctx.kernels(), state->grad_shard, gas);
+  }
   StepStats stats;
   stats.step = step_;
   // Same arithmetic as the DDP reference: the micro-step mean (summed in double), then the mean
@@ -98,6 +100,7 @@ void Zero3Engine::note_gradients_ready(Context& ctx, Module& module) {
     // ready now too, with zero gradients, so every rank fills the same buckets.
     for (Parameter* param : module.all_parameters()) {
       ParamState* state = states_[param->id()].get();
+      if (state->frozen) continue;
       // The bug: only hooks that fired reduce; a peer that routed rows here reduces this expert alone.
       if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*param).defined()) continue;
       const bool queued = std::find(reduce_bucket_.begin(), reduce_bucket_.end(), state) != reduce_bucket_.end();
@@ -173,7 +176,7 @@ void Zero3Engine::end_micro_step(Context& ctx) {
   // with zeros where there is no gradient, so every rank issues the same collectives.
   int64_t bucket_elements = 0;
   for (auto& state : states_) {
-    if (state->reduced) continue;
+    if (state->reduced || state->frozen) continue;
     if (bugs_.on(Bug::unused_params_skipped) && !ctx.param_grad(*state->param).defined()) continue;
     reduce_bucket_.push_back(state.get());
     bucket_elements += state->numel;
@@ -207,7 +210,10 @@ float Zero3Engine::global_grad_norm(int64_t step) {
   Tensor total = Tensor::zeros({}, DType::f32, device_);
   if (!total.is_meta()) {
     std::vector<TensorRange> parts;
-    for (const auto& state : states_) parts.push_back({&state->grad_shard, 0, state->grad_shard.numel()});
+    // A frozen parameter has no gradient: it would add only zeros, which leave the sum's bits as they are.
+    for (const auto& state : states_) {
+      if (!state->frozen) parts.push_back({&state->grad_shard, 0, state->grad_shard.numel()});
+    }
     kernels_.sum_of_squares_into(parts, total, 0);
   }
   comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
@@ -219,6 +225,7 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
+    if (state->frozen) continue;  // its value, and so any gathered copy, stays as it is
     adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, coefficients);
     state->shard = cast(ctx.kernels(), state->slot.master, compute_dtype_);
     if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
@@ -248,6 +255,12 @@ std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
       // Host copies: full states feed checkpoints and comparisons, outside the step.
       return (full.is_meta() ? full : kernels_.to_host(full)).reshape(state->param->shape());
     };
+    if (state->frozen) {
+      // No moments kept: they are zeros, as the reference's for a parameter it never updates.
+      const Tensor master = gather(state->slot.master);
+      fulls.push_back({master, Tensor::zeros(master.shape()), Tensor::zeros(master.shape())});
+      continue;
+    }
     fulls.push_back({gather(state->slot.master), gather(state->slot.exp_avg), gather(state->slot.exp_avg_sq)});
   }
   return fulls;
