@@ -14,13 +14,21 @@ equal). In bf16 the GELU is the fused tanh one (gelu_pytorch_tanh), rounding onc
 in f32 GPT-2's own gelu_new. The loss is cross-entropy of the logits computed in f32 and reported
 in the logits' dtype, as zero3's.
 
-sequential: parameter names are zero3's own (`layers.0.weight`, `layers.2.layers.0.bias`); mirrored
-layer types: linear, tied_linear (without bias), gelu, relu, layer_norm, concat and repeat. Any
-other type (residual, sum_residual, scale, bias, raw_scale, unused_linear, moe) is a ValueError
-naming it. Parameters may be bf16; they are used widened to f32 (zero3 computes an op with an f32
-operand in f32, and a sequential model's inputs are f32). The loss is mse or cross-entropy over the
-rows, reported as the double of the f32 value. `model.loss_kind` and `model.out_width` say which
-loss and how many outputs.
+sequential: parameter names are zero3's own (`layers.0.weight`, `layers.2.layers.0.bias`,
+`layers.4.experts.1.fc.weight`); every layer type of MODEL_SPEC.md is mirrored (torch_layers.py, one
+module per type, forward math as core/nn/*.cc), and a layer's `"requires_grad": false` freezes the
+parameters it owns (a tied_linear's bias only; a moe's gate and experts). The loss is mse or
+cross-entropy over the rows, reported as the double of the f32 value. `model.loss_kind` and
+`model.out_width` say which loss and how many outputs.
+
+A raw_scale reads its parameter outside the framework's view (zero3's raw handle, a constant
+without gradient). Under a sharding framework, how the torch code reaches that parameter decides
+what it sees, so build_model takes `raw_access` (torch_layers.RAW_ACCESS): "cached_reference" (the
+default: the Parameter object kept at construction, before the framework shards the model: the
+broadcast trap of DeepSpeed issue #930's class), "own_forward", "parent_attribute" or
+"external_parameter" (the layer and parameter are listed in `model.external_parameters` for the
+framework to register); and `raw_gradient` (default False, zero3's semantics): True lets the
+gradient flow through that read, as user code that forgot to detach does.
 
 Initialization is torch's own (seed it first); zero3's is different, so a comparison starts both
 sides from one weights file.
@@ -30,96 +38,73 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-
-class Linear(torch.nn.Linear):
-    """zero3's Linear [out, in]; a bf16 parameter is used widened, as zero3's f32-input ops use it."""
-
-    def forward(self, x):
-        return F.linear(x, self.weight.float(), None if self.bias is None else self.bias.float())
+from zero3py.torch_layers import (Act, Bias, Body, LayerNorm, Linear, Moe, Scale, TiedLinear, UnusedLinear,
+                                  make_raw_scale, run_layers)
 
 
-class LayerNorm(torch.nn.LayerNorm):
-    def forward(self, x):  # eps 1e-5 as core/nn/layer_norm.h
-        return F.layer_norm(x, self.normalized_shape, self.weight.float(), self.bias.float(), self.eps)
+def build_layer(spec, width, name, context):
+    """(module, output width) of one layer spec on `width` features, named `name` as zero3 names it."""
+    kind = spec["type"]
+    if kind in ("linear", "unused_linear"):
+        make = Linear if kind == "linear" else UnusedLinear
+        return make(width, spec["out"], bias=spec.get("bias", True)), spec["out"] if kind == "linear" else width
+    if kind in ("gelu", "relu"):
+        return Act(kind), width
+    if kind == "layer_norm":
+        return LayerNorm(width, eps=1e-5), width
+    if kind in ("concat", "repeat", "residual", "sum_residual"):
+        body, body_width = build_layers(spec["layers"], width, name + ".layers", context)
+        return Body(kind, body, spec.get("times", 1)), width + body_width if kind == "concat" else width
+    if kind == "tied_linear":
+        target = context["named"][spec["tie_to"]]
+        layer = TiedLinear(target, spec.get("transpose", False), spec.get("bias", False))
+        return layer, target.weight.shape[1 if layer.transpose else 0]
+    if kind in ("scale", "bias"):
+        n = spec["shape"][0]
+        return (Scale if kind == "scale" else Bias)(spec["shape"]), n if width == 1 else width
+    if kind == "raw_scale":
+        owner_and_name = None
+        if "param" in spec:
+            owner, _, local = spec["param"].rpartition(".")
+            owner_and_name = (context["named"][owner], local)
+        layer = make_raw_scale(spec.get("shape"), owner_and_name, context["raw_access"], context["raw_gradient"])
+        if context["raw_access"] == "external_parameter" and owner_and_name:
+            context["external"].append((name, layer, getattr(*owner_and_name)))
+        n = layer.declared_shape[0]
+        return layer, n if width == 1 else width
+    if kind == "moe":
+        return Moe(width, spec["experts"], spec["hidden"]), width
+    raise ValueError(f"layer type {kind} is not mirrored here")
 
 
-class Act(torch.nn.Module):
-    def __init__(self, kind):
-        super().__init__()
-        self.kind = kind
-
-    def forward(self, x):  # zero3's GELU is the tanh approximation (cpu_kernels_elementwise.cc gelu_value)
-        return F.gelu(x, approximate="tanh") if self.kind == "gelu" else F.relu(x)
-
-
-class Body(torch.nn.Module):
-    """concat: [x, body(x)] on the last dim; repeat: body applied `times` times (same weights)."""
-
-    def __init__(self, kind, layers, times=1):
-        super().__init__()
-        self.kind, self.layers, self.times = kind, layers, times
-
-    def forward(self, x):
-        y = x
-        for _ in range(self.times):
-            for layer in self.layers:
-                y = layer(y)
-        return torch.cat([x, y], -1) if self.kind == "concat" else y
-
-
-class TiedLinear(torch.nn.Module):
-    """F.linear over an earlier layer's weight (transposed: x @ W), owning no parameter."""
-
-    def __init__(self, target, transpose):
-        super().__init__()
-        self.__dict__["target"] = target  # not a submodule: the weight stays registered once
-        self.transpose = transpose
-
-    def forward(self, x):
-        weight = self.target.weight.float()
-        return F.linear(x, weight.t() if self.transpose else weight)
-
-
-def build_layers(specs, width, prefix, named):
+def build_layers(specs, width, prefix, context):
     """(ModuleList, output width) of the layer specs `specs` on `width` features, the i-th named
-    prefix.i as zero3 names it; `named` collects name -> module for a later tied_linear's tie_to."""
+    prefix.i as zero3 names it; context["named"] collects name -> module for later tie_to / param."""
     layers = torch.nn.ModuleList()
     for i, spec in enumerate(specs):
-        kind, name = spec["type"], f"{prefix}.{i}"
-        if kind == "linear":
-            layer, out = Linear(width, spec["out"], bias=spec.get("bias", True)), spec["out"]
-        elif kind in ("gelu", "relu"):
-            layer, out = Act(kind), width
-        elif kind == "layer_norm":
-            layer, out = LayerNorm(width, eps=1e-5), width
-        elif kind in ("concat", "repeat"):
-            body, body_width = build_layers(spec["layers"], width, name + ".layers", named)
-            layer = Body(kind, body, spec.get("times", 1))
-            out = width + body_width if kind == "concat" else width
-        elif kind == "tied_linear" and not spec.get("bias", False):
-            target = named[spec["tie_to"]]
-            layer = TiedLinear(target, spec.get("transpose", False))
-            out = target.weight.shape[1 if layer.transpose else 0]
-        else:
-            raise ValueError(f"layer type {kind} is not mirrored here")
-        named[name] = layer
+        name = f"{prefix}.{i}"
+        layer, width = build_layer(spec, width, name, context)
+        if not spec.get("requires_grad", True):
+            for param in layer.parameters():  # its own: a tied or read parameter is not a submodule's
+                param.requires_grad_(False)
+        context["named"][name] = layer
         layers.append(layer)
-        width = out
     return layers, width
 
 
 class Sequential(torch.nn.Module):
     """A sequential spec: `input_width` features in, its layers in order, `loss` mse or cross_entropy."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, raw_access="cached_reference", raw_gradient=False):
         super().__init__()
         self.loss_kind = spec["loss"]
-        self.layers, self.out_width = build_layers(spec["layers"], spec["input_width"], "layers", {})
+        context = {"named": {}, "raw_access": raw_access, "raw_gradient": raw_gradient, "external": []}
+        self.layers, self.out_width = build_layers(spec["layers"], spec["input_width"], "layers", context)
+        # (module name, module, parameter): external uses the framework should register.
+        self.external_parameters = context["external"]
 
     def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        return run_layers(self.layers, x)
 
     def loss(self, x, y):
         out = self(x)
@@ -147,7 +132,7 @@ def make_gpt(spec, bf16):
     return model
 
 
-def build_model(spec, bf16=False):
+def build_model(spec, bf16=False, raw_access="cached_reference", raw_gradient=False):
     """The torch model of a zero3 model spec (a dict as MODEL_SPEC.md has it; keys other than the
     ones the kind needs are ignored). bf16 picks the gpt's GELU only: the caller casts the model."""
     with warnings.catch_warnings():
@@ -155,7 +140,7 @@ def build_model(spec, bf16=False):
         if spec["kind"] == "gpt":
             return make_gpt(spec, bf16)
         if spec["kind"] == "sequential":
-            return Sequential(spec)
+            return Sequential(spec, raw_access, raw_gradient)
     raise ValueError(f"model kind {spec['kind']!r} is not mirrored here")
 
 

@@ -1,0 +1,172 @@
+"""tools/runner_test.py's cases (its docstring says what each shows): the torch control on zero3's
+built-in models, and DeepSpeed's seed bugs with their standalone scripts and the patched copy."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import torch
+
+from zero3py.oracle.compare import relative, weight_errors
+from zero3py.oracle.settings import SEQUENTIAL
+from zero3py.oracle.zero3_side import zero3
+from zero3py.runners.case import default_settings, write_case
+from zero3py.runners.compare import TOLERANCE, differences
+from zero3py.runners.repro import write_repro
+from zero3py.safetensors_io import read_safetensors
+from zero3py.torch_model import build_model, named_tensors
+
+WORLD, STEPS, GAS, MICRO, SEED = 2, 3, 2, 2, 7
+
+
+def case_of_builtin(binary, name, layers, work):
+    """A case of built-in `name`: torch's seeded init, zero3's own batches (inspect --dump-data)."""
+    spec = {"zero3_model_spec": 1, "name": name, "kind": "sequential", "input_width": 8, **layers}
+    directory = os.path.join(work, name)
+    os.makedirs(directory)
+    dump = os.path.join(directory, "zero3-data.safetensors")
+    zero3(binary, "inspect", name, "--seed", SEED, "--dump-data", dump, "--steps", STEPS, "--gas", GAS,
+          "--micro-batch", MICRO, "--ranks", WORLD)
+    torch.manual_seed(SEED)
+    init = {n: p.detach() for n, p in named_tensors(build_model(spec)).items()}
+    settings = default_settings(spec, WORLD, STEPS, SEED, MICRO, GAS)
+    settings["zero"]["leaf_modules"] = ["moe"] if name == "moe-tiny" else []
+    write_case(directory, settings, init, read_safetensors(dump))
+    return directory, settings
+
+
+def zero3_reference(binary, name, directory, settings):
+    """zero3 --backend ref from the case's init weights: (report, final weights)."""
+    hyper = settings["optimizer"]
+    config = {"gradient_clipping": settings["gradient_clipping"], "optimizer": {"type": "AdamW", "params": {
+        k: hyper[k] for k in ("lr", "betas", "eps", "weight_decay")}}}
+    with open(os.path.join(directory, "ds_config.json"), "w") as out:
+        json.dump(config, out)
+    report, checkpoint = os.path.join(directory, "zero3.json"), os.path.join(directory, "zero3-ck")
+    weights = os.path.join(directory, "zero3.final.safetensors")
+    zero3(binary, "train", "--backend", "ref", "--ranks", WORLD, "--model", name, "--steps", STEPS, "--seed", SEED,
+          "--gas", GAS, "--micro-batch", MICRO, "--config", os.path.join(directory, "ds_config.json"),
+          "--init-from", os.path.join(directory, "init.safetensors"), "--log-every", STEPS, "--report", report,
+          "--save-checkpoint", checkpoint)
+    zero3(binary, "consolidate", checkpoint, weights, "--format", "safetensors")
+    with open(report) as file:
+        return json.load(file), read_safetensors(weights)
+
+
+def control_cases(runner_class, python, binary, work, extra):
+    """The torch control against its reference, and that reference against zero3 --backend ref."""
+    failures, tol = [], TOLERANCE["f32"]
+    runner = runner_class(python, "torch")
+    models = {**SEQUENTIAL, **extra}
+    cases = {name: case_of_builtin(binary, name, layers, work) for name, layers in models.items()}
+    started = time.monotonic()
+    for name, (directory, settings) in cases.items():
+        answer = runner.ask(directory)
+        if answer["status"] != "ok":
+            failures.append(f"torch control {name}: status {answer['status']}: {json.dumps(answer)[:1500]}")
+            continue
+        initial = read_safetensors(os.path.join(directory, "init.safetensors"))
+        worst, breach = differences(answer, initial)
+        report, weights = zero3_reference(binary, name, directory, settings)
+        ref = answer["reference"]
+        zero3_losses = max(relative(a, b) for a, b in zip(report["losses"], ref["losses"]))
+        zero3_norms = max(relative(a, b) for a, b in zip(report["grad_norms"], ref["grad_norms"]))
+        errors = weight_errors(read_safetensors(ref["weights"]), weights, initial)
+        zero3_weights = max(errors.values()) if isinstance(errors, dict) else float("inf")
+        print(f"  {name:16s} torch DDP vs reference: loss {worst[0]:.1e} norm {worst[1]:.1e} weights {worst[2]:.1e};"
+              f" reference vs zero3 ref: loss {zero3_losses:.1e} norm {zero3_norms:.1e} weights {zero3_weights:.1e}")
+        if breach:
+            failures.append(f"torch control {name} differs from its reference (a finding the control must never make): {breach}")
+        if zero3_losses > tol["loss"] or zero3_norms > tol["grad_norm"] or zero3_weights > tol["weights"]:
+            failures.append(f"{name}: the runner's reference differs from zero3 --backend ref ({errors if isinstance(errors, str) else ''})")
+    print(f"  torch runner: {len(cases)} cases in {time.monotonic() - started:.1f} s after its hello")
+    runner.close()
+    return failures
+
+
+def seed_case(work, name, model, torch_settings=None):
+    directory = os.path.join(work, name)
+    settings = default_settings(model, WORLD, STEPS, SEED, MICRO, 1)
+    settings["timeout_s"] = 20  # these cases train in under a second once the ranks are up
+    settings["torch"].update(torch_settings or {})
+    torch.manual_seed(SEED)
+    built = build_model(model)
+    generator = torch.Generator().manual_seed(SEED)
+    rows, data = WORLD * MICRO, {}
+    for step in range(STEPS):
+        data[f"step{step}.micro0.inputs"] = torch.randn(rows, model["input_width"], generator=generator)
+        data[f"step{step}.micro0.targets"] = torch.randn(rows, built.out_width, generator=generator)
+    write_case(directory, settings, {n: p.detach() for n, p in named_tensors(built).items()}, data)
+    return directory
+
+
+def patched_deepspeed(python, work):
+    """A copy of the venv's DeepSpeed whose fetch gate counts unavailable parameters instead of
+    their elements (PR #8375's proposal), for PYTHONPATH; the installed package is never touched."""
+    source = subprocess.run([python, "-c", "import importlib.util as u; print(u.find_spec('deepspeed').submodule_search_locations[0])"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    copy = os.path.join(work, "patched", "deepspeed")
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    path = os.path.join(copy, "runtime", "zero", "partitioned_param_coordinator.py")
+    with open(path) as file:
+        text = file.read()
+    gate = "        if fetch_numel > 0:\n"
+    assert text.count(gate) == 1, "DeepSpeed's fetch gate moved: update the patch"
+    with open(path, "w") as out:
+        out.write(text.replace(gate, "        if any(p.ds_status == ZeroParamStatus.NOT_AVAILABLE for p in params_to_fetch):\n"))
+    return os.path.dirname(copy)
+
+
+def expect_crash(answer, fragment):
+    messages = [r.get("message", "") for r in answer.get("ranks", [])]
+    if answer["status"] == "crash" and any(fragment in m for m in messages):
+        return []
+    return [f"{answer['case']}: expected a crash with {fragment!r}, got {answer['status']}: {json.dumps(answer)[:1200]}"]
+
+
+def seed_bug_cases(runner_class, python, work, gate_model):
+    failures = []
+    zero_sized = {"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+        {"type": "concat", "layers": [{"type": "linear", "out": 0}]}, {"type": "linear", "out": 4}]}
+    mlp = {"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+        {"type": "linear", "out": 16}, {"type": "gelu"}, {"type": "linear", "out": 4}]}
+    cases = {"zero": seed_case(work, "ds-zero-sized", zero_sized),
+             "frozen": seed_case(work, "ds-cached-frozen", gate_model(True), {"raw_gradient": True}),
+             "trainable": seed_case(work, "ds-cached-trainable", gate_model(False), {"raw_gradient": True}),
+             "mlp": seed_case(work, "ds-mlp", mlp)}
+    runner = runner_class(python, "deepspeed")
+    versions = ", ".join(f"{k} {v}" for k, v in runner.hello["versions"].items())
+    answers = {key: runner.ask(directory) for key, directory in cases.items()}
+    started = time.monotonic()
+    timed = [runner.ask(cases["mlp"]) for _ in range(5)] + [runner.ask(cases["frozen"]) for _ in range(5)]
+    print(f"  deepspeed runner (world {WORLD}, {versions}): {len(timed) / (time.monotonic() - started):.2f} cases/s "
+          f"over {len(timed)} warm cases (mlp and the silent divergence)")
+    runner.close()
+    failures += expect_crash(answers["zero"], "NOT_AVAILABLE")
+    failures += expect_crash(answers["trainable"], "Cannot reduce scatter gradients")
+    for key, divergent in (("frozen", True), ("mlp", False)):
+        answer = answers[key]
+        if answer["status"] != "ok":
+            failures.append(f"{key}: status {answer['status']}: {json.dumps(answer)[:1200]}")
+            continue
+        worst, breach = differences(answer, read_safetensors(os.path.join(cases[key], "init.safetensors")))
+        print(f"  deepspeed {key}: loss {answer['framework']['losses'][0]:.4f} vs reference "
+              f"{answer['reference']['losses'][0]:.4f} at step 0; {breach or 'within tolerance'}")
+        if bool(breach) != divergent:
+            failures.append(f"deepspeed {key}: expected {'a divergence' if divergent else 'agreement'}, got {breach}")
+    for key in ("zero", "frozen", "trainable"):
+        script = write_repro(cases[key], answers[key], os.path.join(work, f"repro-{key}.py"), versions)
+        result = subprocess.run([python, script], capture_output=True, text=True, timeout=300, cwd=work,
+                                env=dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=""))
+        print(f"  repro-{key}.py ({len(open(script).readlines())} lines) exits {result.returncode}")
+        if result.returncode != 1:
+            failures.append(f"repro-{key}.py exits {result.returncode}, not 1:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+    patched = runner_class(python, "deepspeed", {"PYTHONPATH": patched_deepspeed(python, work) + os.pathsep + os.path.dirname(os.path.abspath(__file__))})
+    answer = patched.ask(cases["zero"])
+    patched.close()
+    print(f"  deepspeed with PR #8375's gate, zero-sized case: {answer['status']}")
+    if answer["status"] == "crash" and not expect_crash(answer, "NOT_AVAILABLE"):
+        failures.append("the patched DeepSpeed still fails the NOT_AVAILABLE assertion")
+    return failures

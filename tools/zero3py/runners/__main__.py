@@ -1,0 +1,126 @@
+"""A differential runner (PROTOCOL.md beside this file): a long-lived process that prints a hello
+line, then answers one JSON line per case request read from stdin.
+
+    PYTHONPATH=tools build/diff-venv/bin/python -m zero3py.runners --target deepspeed
+
+Exit 0 at the end of stdin, 4 when the runner cannot run at all (a missing DeepSpeed, a bad
+command line); the answer to a case is never an exit status.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+
+TARGETS = ("torch", "deepspeed", "fsdp2")
+INSTALL_HINT = "source tools/lib/diff_venv.sh && zero3_install_diff_venv (then run with $ZERO3_DIFF_VENV/bin/python)"
+
+
+def say(message, out=sys.stdout):
+    out.write(json.dumps(message) + "\n")
+    out.flush()
+
+
+def versions(target):
+    """The hello's versions; a target whose framework does not import is exit 4 with how to install it."""
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    found = {"python": platform.python_version()}
+    try:
+        import torch
+        found["torch"] = torch.__version__
+        if target == "deepspeed":
+            import deepspeed
+            found["deepspeed"] = deepspeed.__version__
+    except ImportError as error:
+        say({"protocol": 1, "status": "error", "target": target,
+             "message": f"{error}: the {target} runner needs torch and DeepSpeed: {INSTALL_HINT}"})
+        sys.exit(4)
+    return found
+
+
+def rank_summary(answers):
+    """The answer's ranks: every rank's state and, for a failed one, what it said and printed."""
+    keep = ("rank", "state", "exception_type", "message", "signal", "exit_code", "last_output")
+    return [{k: a[k] for k in keep if k in a} for a in answers]
+
+
+def answer_case(pools, target, request, log_dir):
+    """One request -> one answer (PROTOCOL.md, "Answers")."""
+    from zero3py.runners.case import CaseError, read_case
+    from zero3py.runners.pool import RankPool, RunnerError
+    from zero3py.runners.training import Unsupported, reference_run
+    directory = os.path.abspath(request["case"])
+    answer = {"id": request.get("id"), "case": directory, "target": target}
+    started = time.monotonic()
+    try:
+        case = read_case(directory)
+    except CaseError as error:
+        return {**answer, "status": "error", "message": str(error)}
+    timeout = float(request.get("timeout_s", case.timeout_s))
+    pool = pools.get(case.world)
+    if pool is None or not pool.alive:
+        for other in pools.values():  # one world at a time: W ranks per core pair is already a lot
+            other.close()
+        pools.clear()
+        try:
+            pool = pools[case.world] = RankPool(target, case.world, log_dir)
+        except RunnerError as error:
+            return {**answer, "status": "error", "message": str(error)}
+    framework_weights = os.path.join(directory, f"{target}.final.safetensors")
+    pool.submit(directory, framework_weights)
+    try:  # in this process while the ranks train: one process, the global batch
+        reference = reference_run(case, os.path.join(directory, "reference.final.safetensors"))
+    except Unsupported as error:
+        reference = {"unsupported": str(error)}
+    ranks = pool.collect(started + timeout)
+    states = {a["state"] for a in ranks}
+    answer.update(reference=reference, seconds=round(time.monotonic() - started, 3))
+    if states == {"ok"}:
+        first = ranks[0]
+        return {**answer, "status": "ok", "framework": {k: first[k] for k in ("losses", "grad_norms", "weights")}}
+    if "unsupported" in states and states <= {"ok", "unsupported"}:
+        return {**answer, "status": "unsupported", "message": next(a["message"] for a in ranks if "message" in a)}
+    if "error" in states:
+        pools.pop(case.world, None)
+        return {**answer, "status": "error", "message": "; ".join(f"rank {a['rank']}: {a.get('message')}"
+                                                                 for a in ranks if a["state"] == "error"),
+                "ranks": rank_summary(ranks)}
+    pools.pop(case.world, None)
+    status = "hang" if states <= {"ok", "stuck"} else "crash"
+    return {**answer, "status": status, "stuck": [a["rank"] for a in ranks if a["state"] == "stuck"],
+            "ranks": rank_summary(ranks)}
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python -m zero3py.runners", description=__doc__.split("\n")[0])
+    parser.add_argument("--target", choices=TARGETS, required=True)
+    parser.add_argument("--log-dir", help="the ranks' logs (default: a fresh temporary folder)")
+    args = parser.parse_args()
+    found = versions(args.target)
+    import torch
+    torch.set_num_threads(1)
+    log_dir = args.log_dir or tempfile.mkdtemp(prefix=f"zero3-runner-{args.target}-")
+    os.makedirs(log_dir, exist_ok=True)
+    say({"protocol": 1, "hello": "zero3-runner", "target": args.target, "versions": found, "log_dir": log_dir})
+    pools = {}
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                assert isinstance(request, dict) and isinstance(request.get("case"), str)
+            except (ValueError, AssertionError):
+                say({"protocol": 1, "status": "error", "message": f"not a request: {line.strip()[:200]!r}"})
+                continue
+            say({"protocol": 1, **answer_case(pools, args.target, request, log_dir)})
+    finally:
+        for pool in pools.values():
+            pool.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""A case directory of the runner protocol (PROTOCOL.md beside this file): reading one, as every
+runner does, and writing one, as the tests do and as `zero3 fuzz --target` will in C++.
+
+    case = read_case(directory)           # case.json checked, with init weights and data loaded
+    x, y = case.rank_batch(step, micro, rank)
+"""
+import json
+import os
+
+from zero3py.safetensors_io import read_safetensors, write_safetensors
+
+PROTOCOL_VERSION = 1
+# Every key case.json must have: a setting a framework has a default for is never left to it.
+REQUIRED = {"zero3_case": int, "model": dict, "world": int, "steps": int, "seed": int, "micro_batch": int,
+            "gas": int, "dtype": str, "optimizer": dict, "gradient_clipping": (int, float), "loss_scaling": str,
+            "zero": dict, "torch": dict, "timeout_s": (int, float)}
+OPTIMIZER_KEYS = {"type", "lr", "betas", "eps", "weight_decay", "bias_correction"}
+ZERO_KEYS = {"stage", "param_persistence_threshold", "prefetch_bucket_size", "reduce_bucket_size",
+             "max_live_parameters", "max_reuse_distance", "overlap_comm", "leaf_modules"}
+TORCH_KEYS = {"raw_access", "raw_gradient"}
+
+
+class CaseError(ValueError):
+    """A case directory that does not follow PROTOCOL.md (a problem of its writer, not a finding)."""
+
+
+class Case:
+    def __init__(self, directory, settings, init, data):
+        self.directory, self.settings, self.init, self.data = directory, settings, init, data
+        for key in REQUIRED:
+            setattr(self, key, settings[key])
+
+    def global_batch(self, step, micro):
+        """Micro-step (step, micro)'s inputs and targets of all W ranks, rank r's rows r*B..(r+1)*B."""
+        return self.data[f"step{step}.micro{micro}.inputs"], self.data[f"step{step}.micro{micro}.targets"]
+
+    def rank_batch(self, step, micro, rank):
+        x, y = self.global_batch(step, micro)
+        rows = slice(rank * self.micro_batch, (rank + 1) * self.micro_batch)
+        return x[rows], y[rows]
+
+
+def check_settings(settings, where):
+    """CaseError naming the first missing, unknown or mistyped key."""
+    def keys(found, wanted, path):
+        if set(found) != set(wanted):
+            raise CaseError(f"{where}: {path} has keys {sorted(found)}; exactly {sorted(wanted)} are required")
+    keys(settings, REQUIRED, "/")
+    for key, kind in REQUIRED.items():
+        if not isinstance(settings[key], kind) or isinstance(settings[key], bool) and kind is int:
+            raise CaseError(f"{where}: /{key} is {settings[key]!r}, expected {kind}")
+    keys(settings["optimizer"], OPTIMIZER_KEYS, "/optimizer")
+    keys(settings["zero"], ZERO_KEYS, "/zero")
+    keys(settings["torch"], TORCH_KEYS, "/torch")
+    if settings["zero3_case"] != PROTOCOL_VERSION:
+        raise CaseError(f"{where}: /zero3_case is {settings['zero3_case']}, this runner reads {PROTOCOL_VERSION}")
+    if settings["optimizer"]["type"] != "AdamW" or settings["loss_scaling"] != "off":
+        raise CaseError(f"{where}: only optimizer AdamW with loss_scaling off is defined")
+
+
+def read_case(directory):
+    """The case in `directory`, its files read; CaseError when they do not follow PROTOCOL.md."""
+    where = os.path.join(directory, "case.json")
+    try:
+        with open(where) as file:
+            settings = json.load(file)
+        check_settings(settings, where)
+        init = read_safetensors(os.path.join(directory, "init.safetensors"))
+        data = read_safetensors(os.path.join(directory, "data.safetensors"))
+    except (OSError, json.JSONDecodeError, KeyError) as error:
+        raise CaseError(f"{directory}: {type(error).__name__}: {error}") from error
+    rows = settings["world"] * settings["micro_batch"]
+    for step in range(settings["steps"]):
+        for micro in range(settings["gas"]):
+            for what in ("inputs", "targets"):
+                tensor = data.get(f"step{step}.micro{micro}.{what}")
+                if tensor is None or tensor.shape[0] != rows:
+                    raise CaseError(f"{directory}: data.safetensors needs step{step}.micro{micro}.{what} with {rows} rows")
+    return Case(directory, settings, init, data)
+
+
+def default_settings(model, world, steps=3, seed=7, micro_batch=2, gas=1):
+    """A case.json with every hyperparameter pinned to the values the tests use."""
+    return {"zero3_case": PROTOCOL_VERSION, "model": model, "world": world, "steps": steps, "seed": seed,
+            "micro_batch": micro_batch, "gas": gas, "dtype": "f32",
+            "optimizer": {"type": "AdamW", "lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1,
+                          "bias_correction": True},
+            "gradient_clipping": 1.0, "loss_scaling": "off",
+            "zero": {"stage": 3, "param_persistence_threshold": 0, "prefetch_bucket_size": 0,
+                     "reduce_bucket_size": 500_000_000, "max_live_parameters": 1_000_000_000,
+                     "max_reuse_distance": 0, "overlap_comm": False, "leaf_modules": []},
+            "torch": {"raw_access": "cached_reference", "raw_gradient": False}, "timeout_s": 60}
+
+
+def write_case(directory, settings, init, data):
+    """Writes case.json, init.safetensors (name -> tensor) and data.safetensors (PROTOCOL.md's keys)."""
+    os.makedirs(directory, exist_ok=True)
+    check_settings(settings, directory)
+    with open(os.path.join(directory, "case.json"), "w") as out:
+        json.dump(settings, out, indent=1)
+    write_safetensors(os.path.join(directory, "init.safetensors"), init, {"format": "pt"})
+    write_safetensors(os.path.join(directory, "data.safetensors"), data)

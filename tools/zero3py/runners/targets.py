@@ -1,0 +1,150 @@
+"""The frameworks a runner trains a case with, one function per target, run on every rank of an
+initialized gloo process group: train(case, rank, world, weights_path) -> {"losses", "grad_norms",
+"weights"} (rank 0 writes the final weights under zero3's names). Each maps the case's pinned
+settings onto the framework's own (PROTOCOL.md, "Targets"); an exception propagates to rank.py,
+which reports it as the rank's failure."""
+import contextlib
+
+import torch
+import torch.distributed as dist
+
+from zero3py.runners.training import (TrainingLoss, Unsupported, build_case_model, clip_and_norm_,
+                                      fill_missing_grads_, final_weights, make_optimizer, trainable)
+from zero3py.safetensors_io import write_safetensors
+from zero3py.torch_layers import Mlp, Moe
+
+LAYER_CLASSES = {"moe": Moe, "mlp": Mlp}  # zero3 leaf_modules names a layer type or a module name
+
+
+def mean_over_ranks(value, world):
+    total = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(total)
+    return float(total[0]) / world
+
+
+def train_torch_ddp(case, rank, world, weights_path):
+    """The control: DistributedDataParallel over gloo, find_unused_parameters (MoE experts and
+    unused layers), no_sync on all but the last micro-step. It must agree with the reference."""
+    model = build_case_model(case)
+    ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
+    params = trainable(model)
+    optimizer = make_optimizer(case, params)
+    losses, norms = [], []
+    for step in range(case.steps):
+        optimizer.zero_grad(set_to_none=True)
+        micro_losses = []
+        for micro in range(case.gas):
+            sync = contextlib.nullcontext() if micro == case.gas - 1 else ddp.no_sync()
+            with sync:
+                loss = ddp(*case.rank_batch(step, micro, rank))
+                (loss / case.gas).backward()
+            micro_losses.append(loss.item())
+        fill_missing_grads_(params)
+        norms.append(clip_and_norm_(params, case.gradient_clipping))
+        optimizer.step()
+        losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
+    if rank == 0:
+        write_safetensors(weights_path, final_weights(model.named_parameters()))
+    return {"losses": losses, "grad_norms": norms, "weights": weights_path}
+
+
+def deepspeed_config(case):
+    """The case's settings under DeepSpeed's keys, every one it has a default for that changes the
+    math written out: fp32 (no loss scaling), clipping, no pre-division, ZeRO-3's sizes."""
+    zero = case.zero
+    return {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": case.gas,
+            "train_batch_size": case.micro_batch * case.gas * case.world,
+            "gradient_clipping": case.gradient_clipping, "fp16": {"enabled": False}, "bf16": {"enabled": False},
+            "prescale_gradients": False, "gradient_predivide_factor": 1.0,
+            "zero_allow_untested_optimizer": True, "zero_force_ds_cpu_optimizer": False,
+            "steps_per_print": 1 << 30, "wall_clock_breakdown": False,
+            "zero_optimization": {"stage": zero["stage"],
+                                  "stage3_param_persistence_threshold": zero["param_persistence_threshold"],
+                                  "stage3_prefetch_bucket_size": zero["prefetch_bucket_size"],
+                                  "reduce_bucket_size": zero["reduce_bucket_size"],
+                                  "stage3_max_live_parameters": zero["max_live_parameters"],
+                                  "stage3_max_reuse_distance": zero["max_reuse_distance"],
+                                  "overlap_comm": zero["overlap_comm"], "contiguous_gradients": False,
+                                  "stage3_gather_16bit_weights_on_model_save": False}}
+
+
+def mark_leaves(model, names):
+    """zero3's leaf_modules (a layer type or a module name) as DeepSpeed's z3 leaf modules."""
+    from deepspeed.utils import set_z3_leaf_modules, set_z3_leaf_modules_by_name
+    classes = [LAYER_CLASSES[n] for n in names if n in LAYER_CLASSES]
+    if classes:
+        set_z3_leaf_modules(model, classes)
+    others = [n for n in names if n not in LAYER_CLASSES]
+    if others:
+        set_z3_leaf_modules_by_name(model, others)
+
+
+def train_deepspeed(case, rank, world, weights_path):
+    """ZeRO-3 through deepspeed.initialize with a client torch.optim.AdamW (DeepSpeed's own Adam
+    ops are not built: DS_BUILD_OPS=0), the model built before sharding as user code builds it."""
+    import deepspeed
+    if case.zero["stage"] != 3:
+        raise Unsupported(f"zero stage {case.zero['stage']}: the deepspeed runner runs stage 3")
+    model = build_case_model(case)
+    for _, module, param in model.external_parameters:
+        deepspeed.zero.register_external_parameter(module, param)
+    mark_leaves(model, case.zero["leaf_modules"])
+    wrapped = TrainingLoss(model)
+    engine, _, _, _ = deepspeed.initialize(model=wrapped, optimizer=make_optimizer(case, trainable(model)),
+                                           config=deepspeed_config(case))
+    losses, norms = [], []
+    try:
+        for step in range(case.steps):
+            micro_losses = []
+            for micro in range(case.gas):
+                loss = engine(*case.rank_batch(step, micro, rank))
+                engine.backward(loss)  # DeepSpeed divides by gas itself
+                engine.step()          # a no-op but at the gas boundary
+                micro_losses.append(loss.item())
+            norms.append(float(engine.get_global_grad_norm()))
+            losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
+        params = list(wrapped.parameters())
+        with deepspeed.zero.GatheredParameters(params):
+            if rank == 0:
+                write_safetensors(weights_path, final_weights(wrapped.named_parameters(), "model."))
+    finally:
+        engine.destroy()
+    return {"losses": losses, "grad_norms": norms, "weights": weights_path}
+
+
+def train_fsdp2(case, rank, world, weights_path):
+    """PyTorch's fully_shard (FSDP2) on every layer with parameters and the root, over gloo on CPU
+    (gloo's reduce_scatter: PyTorch PR #149869). Gradients come back as DTensors."""
+    from torch.distributed.fsdp import fully_shard
+    model = build_case_model(case)
+    wrapped = TrainingLoss(model)
+    for module in model.modules():
+        if module is not model and any(True for _ in module.parameters(recurse=False)):
+            fully_shard(module, reshard_after_forward=True)
+    fully_shard(wrapped, reshard_after_forward=True)
+    params = trainable(model)
+    optimizer = make_optimizer(case, params)
+    losses, norms = [], []
+    for step in range(case.steps):
+        optimizer.zero_grad(set_to_none=True)
+        micro_losses = []
+        for micro in range(case.gas):
+            wrapped.set_requires_gradient_sync(micro == case.gas - 1)
+            loss = wrapped(*case.rank_batch(step, micro, rank))
+            (loss / case.gas).backward()
+            micro_losses.append(loss.item())
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)  # a DTensor like p: zero3's zero gradient
+        norm = torch.nn.utils.clip_grad_norm_(params, case.gradient_clipping or float("inf"), foreach=False)
+        norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
+        optimizer.step()
+        losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
+    full = {name: (p.full_tensor() if hasattr(p, "full_tensor") else p) for name, p in model.named_parameters()}
+    if rank == 0:
+        write_safetensors(weights_path, final_weights(full.items()))
+    return {"losses": losses, "grad_norms": norms, "weights": weights_path}
+
+
+TARGETS = {"torch": train_torch_ddp, "deepspeed": train_deepspeed, "fsdp2": train_fsdp2}
+

@@ -1,0 +1,97 @@
+"""What every runner's training shares: the case's model built by zero3py.torch_model with its
+initial weights, the pinned AdamW, the gradient conventions zero3 has (a trainable parameter that
+got no gradient takes a zero one, so weight decay still moves it), and the reference run: one
+process, the global batch, the same torch kernels (PROTOCOL.md, "The reference run")."""
+import math
+
+import torch
+
+from zero3py.safetensors_io import write_safetensors
+from zero3py.torch_model import build_model, load_tensors_
+
+
+class Unsupported(Exception):
+    """A case setting this runner cannot express (not a finding: the answer's status is unsupported)."""
+
+
+class TrainingLoss(torch.nn.Module):
+    """model(x, y) -> the loss, as frameworks that wrap a module want forward to return it; the
+    spec's model is the child `model`, so its parameter names get the prefix `model.`."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x, y):
+        return self.model.loss(x, y)[0]
+
+
+def build_case_model(case):
+    """The case's torch model with init.safetensors loaded (seeded first: the builder draws an
+    init that load_tensors_ then overwrites, and a seeded draw keeps even that deterministic)."""
+    if case.dtype != "f32":
+        raise Unsupported(f"dtype {case.dtype}: the runners train f32 only so far")
+    torch.manual_seed(case.seed)
+    model = build_model(case.model, raw_access=case.torch["raw_access"], raw_gradient=case.torch["raw_gradient"])
+    load_tensors_(model, case.init)
+    return model
+
+
+def make_optimizer(case, params):
+    """torch.optim.AdamW with every setting from the case; single-tensor, as zero3's per-tensor loop."""
+    hyper = case.optimizer
+    if not hyper["bias_correction"]:
+        raise Unsupported("bias_correction false: torch.optim.AdamW always corrects")
+    return torch.optim.AdamW(params, lr=hyper["lr"], betas=tuple(hyper["betas"]), eps=hyper["eps"],
+                             weight_decay=hyper["weight_decay"], foreach=False)
+
+
+def trainable(model):
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def fill_missing_grads_(params):
+    """zero3's convention (and ZeRO's flat partitions'): a trainable parameter no micro-step used has
+    a zero gradient, so AdamW's weight decay and moments still step it; torch would skip it."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
+def clip_and_norm_(params, max_norm):
+    """The global L2 norm of the gradients before clipping, and clipping as torch, DeepSpeed and
+    zero3 do it: x max / (norm + 1e-6) when the norm exceeds max (0 disables clipping)."""
+    norm = math.sqrt(sum(float(p.grad.double().square().sum()) for p in params))
+    if max_norm > 0 and norm > max_norm:
+        for p in params:
+            p.grad.mul_(max_norm / (norm + 1e-6))
+    return norm
+
+
+def final_weights(named_params, prefix=""):
+    """zero3 name -> f32 copy, `prefix` (a wrapper's) removed."""
+    return {name[len(prefix):]: p.detach().float().clone() for name, p in named_params if name.startswith(prefix)}
+
+
+def reference_run(case, out_path):
+    """The unsharded reference: the global batch of W ranks in one process; per micro-step the mean
+    loss over its rows (the mean of the ranks' means, as every rank has B rows) / gas, gradients
+    accumulated; the step's loss is the mean of its micro-step losses. Returns losses, norms and
+    writes the final weights to out_path."""
+    model = build_case_model(case)
+    params = trainable(model)
+    optimizer = make_optimizer(case, params)
+    losses, norms = [], []
+    for step in range(case.steps):
+        optimizer.zero_grad(set_to_none=True)
+        micro_losses = []
+        for micro in range(case.gas):
+            loss, reported = model.loss(*case.global_batch(step, micro))
+            (loss / case.gas).backward()
+            micro_losses.append(reported)
+        fill_missing_grads_(params)
+        norms.append(clip_and_norm_(params, case.gradient_clipping))
+        optimizer.step()
+        losses.append(sum(micro_losses) / case.gas)
+    write_safetensors(out_path, final_weights(model.named_parameters()))
+    return {"losses": losses, "grad_norms": norms, "weights": out_path}
