@@ -26,7 +26,9 @@ import tempfile
 
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TOOLS)
-VENV = os.environ.get("ZERO3_DIFF_VENV", os.path.join(ROOT, "build", "diff-venv"))
+# tools/lib/diff_venv.sh's default place: the user's cache, shared by every clone on the machine.
+VENV = os.environ.get("ZERO3_DIFF_VENV", os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                                      "zero3", "diff-venv"))
 # zero3's built-in sequential models (core/models/model_zoo.cc), as torch_oracle's settings has them.
 EXTRA = {"moe-tiny": {"loss": "mse", "layers": [
              {"type": "linear", "out": 16}, {"type": "gelu"},

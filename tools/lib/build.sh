@@ -61,9 +61,12 @@ zero3_build() {
   fi
 }
 
-# zero3_install_oracle_venv, which tools/test runs: the outside oracle's Python side.
+# zero3_install_oracle_venv and zero3_install_diff_venv, which tools/test runs: the outside
+# oracle's Python side, and torch 2.15 with DeepSpeed for the differential runners.
 # shellcheck source=tools/lib/oracle_venv.sh
 source "$ZERO3_ROOT/tools/lib/oracle_venv.sh"
+# shellcheck source=tools/lib/diff_venv.sh
+source "$ZERO3_ROOT/tools/lib/diff_venv.sh"
 
 zero3_install_missing_packages
 # tools/gpu-bundle builds its own configuration: it wants the packages, not this build.

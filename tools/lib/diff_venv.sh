@@ -9,7 +9,7 @@
 # Every installed package is pinned by tools/lib/diff_venv_constraints.txt, which is `pip freeze`
 # of a venv where the two top-level pins installed and ran (regenerate it the same way when
 # moving a pin). pip's cache (~/.cache/pip, or PIP_CACHE_DIR) is used: the torch wheel with its
-# CUDA libraries is about 5 GB, so a second install on this machine is a copy, not a download.
+# CUDA libraries is about 5 GB; the venv itself is kept in the user's cache (below).
 #
 # DeepSpeed is installed with DS_BUILD_OPS=0 (no C++/CUDA ops compiled; ZeRO-3 on CPU needs none)
 # and runs with DS_ACCELERATOR=cpu, which the runners set. Its CPU accelerator calls `numactl`
@@ -20,7 +20,9 @@
 # of pip's log) and returns 1.
 
 ZERO3_DIFF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-ZERO3_DIFF_VENV=${ZERO3_DIFF_VENV:-${ZERO3_BUILD_DIR:-$ZERO3_DIFF_ROOT/build}/diff-venv}
+# Outside the checkout, in the user's cache: at 5.4 GB it is installed once per machine and pin set
+# (the stamp below), not once per clone, so a fresh clone's CI run reuses it.
+ZERO3_DIFF_VENV=${ZERO3_DIFF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/zero3/diff-venv}
 ZERO3_DIFF_CONSTRAINTS="$ZERO3_DIFF_ROOT/tools/lib/diff_venv_constraints.txt"
 
 # The newest releases when this was written (tested: both seed bugs of issue 29 reproduce).

@@ -1,7 +1,7 @@
 """A differential runner (PROTOCOL.md beside this file): a long-lived process that prints a hello
 line, then answers one JSON line per case request read from stdin.
 
-    PYTHONPATH=tools build/diff-venv/bin/python -m zero3py.runners --target deepspeed
+    PYTHONPATH=tools ~/.cache/zero3/diff-venv/bin/python -m zero3py.runners --target deepspeed
 
 Exit 0 at the end of stdin, 4 when the runner cannot run at all (a missing DeepSpeed, a bad
 command line); the answer to a case is never an exit status.
