@@ -95,6 +95,14 @@ bool FaultCampaign::reliable() const {
          counts[static_cast<size_t>(FaultOutcome::unexplained_error)] == 0;
 }
 
+FaultRunOutcome classify_finished_run(const DistributedRunResult& run, const DistributedRunResult& fault_free) {
+  FaultRunOutcome outcome;
+  const StateComparison comparison = compare_runs(run, fault_free);
+  outcome.outcome = comparison.bitwise_equal ? FaultOutcome::correct : FaultOutcome::silent_corruption;
+  if (!comparison.bitwise_equal) outcome.error = first_line(comparison.first_differences);
+  return outcome;
+}
+
 FaultCampaign run_fault_campaign(const FaultCampaignOptions& options,
                                  const std::function<void(const FaultRunOutcome&, size_t done)>& on_run) {
   const auto started = std::chrono::steady_clock::now();
@@ -113,9 +121,7 @@ FaultCampaign run_fault_campaign(const FaultCampaignOptions& options,
     const DistributedRunResult result = run_distributed(run);
     FaultRunOutcome outcome;
     if (result.sim.all_ok()) {
-      const StateComparison comparison = compare_runs(result, reference);
-      outcome.outcome = comparison.bitwise_equal ? FaultOutcome::correct : FaultOutcome::silent_corruption;
-      if (!comparison.bitwise_equal) outcome.error = first_line(comparison.first_differences);
+      outcome = classify_finished_run(result, reference);
     } else {
       outcome = classify_failure(result);
     }

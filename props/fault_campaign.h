@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/distributed_training.h"
+
 namespace zero3 {
 
 enum class FaultOutcome { correct, specific_error, hang, silent_corruption, unexplained_error };
@@ -54,6 +56,12 @@ struct FaultCampaign {
   double seconds = 0.0;
   bool reliable() const;  // no hang, silent corruption or unexplained error
 };
+
+// A faulted run that finished, against the fault-free one: correct only when bitwise equal in
+// everything compare_runs holds (losses, grad norms, and every rank's final parameters and AdamW
+// moments), else silent corruption with the first difference. A corruption that shows only in the
+// final state (the last update) must not pass.
+FaultRunOutcome classify_finished_run(const DistributedRunResult& run, const DistributedRunResult& fault_free);
 
 // `on_run` after each run (progress). InputError for an unknown model or a bad plan.
 FaultCampaign run_fault_campaign(const FaultCampaignOptions& options,
