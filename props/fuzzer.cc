@@ -156,6 +156,8 @@ const std::vector<FuzzProperty>& fuzz_properties() {
        gen_checkpoint_case, check_checkpoint_round_trip},
       {"replay-memory", "SPMD cases: the recorded trace replays to the run's per-rank memory peaks",
        gen_spmd_case, check_replay_memory},
+      {"device-agreement", "SPMD cases: the opaque device's run equals the cpu run bit for bit", gen_spmd_case,
+       check_device_agreement},
   };
   return properties;
 }

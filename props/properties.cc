@@ -153,6 +153,20 @@ Verdict check_equivalence(const FuzzCase& fuzz_case) {
   return {};
 }
 
+Verdict check_device_agreement(const FuzzCase& fuzz_case) {
+  FuzzCase on_cpu = fuzz_case;
+  on_cpu.device = Device::cpu;
+  FuzzCase on_opaque = fuzz_case;
+  on_opaque.device = Device::opaque;
+  const DistributedRunResult cpu = run_distributed(run_options(on_cpu));
+  if (!cpu.sim.all_ok()) return fail("the run on cpu failed, " + root_cause_text(cpu.sim));
+  const DistributedRunResult opaque = run_distributed(run_options(on_opaque));
+  if (!opaque.sim.all_ok()) return fail("the run on the opaque device failed where cpu trains, " + root_cause_text(opaque.sim));
+  const StateComparison comparison = compare_runs(opaque, cpu);
+  if (!comparison.bitwise_equal) return fail("the opaque device differs from cpu:\n" + comparison.first_differences);
+  return {};
+}
+
 Verdict check_no_silent_failure(const FuzzCase& fuzz_case) {
   return no_silent_failure_verdict(classify_run(fuzz_case));
 }

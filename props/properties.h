@@ -16,6 +16,10 @@
 //                       checkpoint equals the reference's parameters and moments at step k.
 //   replay-memory       SPMD case: its recorded trace, replayed, predicts the run's own per-rank
 //                       peak of every memory category and of the total, to the byte.
+//   device-agreement    SPMD case: the run on the opaque device (the simulator's stand-in for a
+//                       GPU) equals the run on cpu bit for bit. Every other property compares
+//                       runs on one device, so a device's own error (a bf16 write-back rounding
+//                       differently) would pass them all.
 //
 //   Verdict verdict = check_equivalence(*gen_spmd_case({}));
 //   RC_ASSERT(verdict.ok);
@@ -41,6 +45,7 @@ Verdict check_collective_agreement(const FuzzCase& fuzz_case);
 Verdict check_determinism(const FuzzCase& fuzz_case);
 Verdict check_checkpoint_round_trip(const FuzzCase& fuzz_case);
 Verdict check_replay_memory(const FuzzCase& fuzz_case);
+Verdict check_device_agreement(const FuzzCase& fuzz_case);
 
 // How one ZeRO-3 run of a case ended, against the DDP reference.
 enum class RunOutcome : uint8_t {
