@@ -9,8 +9,9 @@ protocol, each runner a long-lived `python -m zero3py.runners --target T`:
     with the NOT_AVAILABLE assertion at world 2; (b) a frozen parameter read through a reference
     cached before sharding trains silently on a wrong loss, and the same parameter trainable
     crashes ('Cannot reduce scatter gradients ...'); each finding's standalone script exits 1;
-  * a copy of DeepSpeed with its fetch gate patched as PR #8375 proposes (never the installed
-    package) no longer crashes on (a).
+  * a copy of DeepSpeed with only its fetch gate patched as PR #8375 proposes (never the installed
+    package) no longer fails (a)'s assertion; the zero-sized parameter then reaches the coalesced
+    gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later.
 
     tools/runner_test.py build/tools/zero3 [--python VENV_PYTHON]
 
@@ -59,8 +60,9 @@ class Runner:
                                         env=dict(os.environ, **{"PYTHONPATH": TOOLS, **(env or {})}))
         self.hello = json.loads(self.process.stdout.readline())
 
-    def ask(self, case_dir):
-        self.process.stdin.write(json.dumps({"id": case_dir, "case": case_dir}) + "\n")
+    def ask(self, case_dir, timeout_s=None):
+        request = {"id": case_dir, "case": case_dir, **({"timeout_s": timeout_s} if timeout_s else {})}
+        self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
 

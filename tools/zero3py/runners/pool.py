@@ -18,7 +18,9 @@ import time
 # Seconds the other ranks get to answer once one rank failed, before they count as stuck and are
 # killed: after an exception a peer usually blocks in a collective the failed rank never joins.
 GRACE_AFTER_FAILURE_S = 3.0
-START_TIMEOUT_S = 180.0  # importing torch and DeepSpeed on a busy 2-core machine
+# Importing torch and DeepSpeed, and the first time on a machine DeepSpeed's JIT-compiled comm op
+# (rank.py), on a busy 2-core machine.
+START_TIMEOUT_S = 600.0
 
 
 class RunnerError(RuntimeError):

@@ -37,6 +37,11 @@ def main():
     # The supervisor kills ranks on its own timeout; gloo's must only be longer than any case.
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
                             world_size=args.world, timeout=datetime.timedelta(seconds=3600))
+    if args.target == "deepspeed":
+        # DeepSpeed's communication backend JIT-compiles its shared-memory op the first time a
+        # machine (or a copy of the package) runs it: a minute or more on 2 cores. Done here, it
+        # counts against the pool's start timeout, never as a case's hang.
+        deepspeed.comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
     answers.write(json.dumps({"ready": args.rank}) + "\n")
     train = TARGETS[args.target]
     for line in sys.stdin:
