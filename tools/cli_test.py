@@ -90,6 +90,9 @@ def cases(folder):
         ("GPT-2 names on a sequential model are refused",
          ["train", "--model", "mlp-tiny", "--steps", "1", "--init-from", os.path.join(folder, "a.safetensors"),
           "--names", "hf-gpt2"], 1, ["has no GPT-2 name"], []),
+        ("consolidate to a name ending in .safetensors writes that format without --format",
+         ["consolidate", checkpoint, os.path.join(folder, "c.safetensors")], 0,
+         ["format: safetensors (from the output's name", "tensors, f32 master weights"], []),
         ("consolidate of a missing folder names it and writes nothing",
          ["consolidate", missing, os.path.join(folder, "never")], 1, [missing], [os.path.join(folder, "never")]),
         ("the fault campaign prints the reliability table",
@@ -168,6 +171,11 @@ def main():
             print(("ok   " if same else "FAIL ") + "the safetensors round trip is byte-identical")
             if not same:
                 failures.append("consolidate -> --init-from -> consolidate changed the safetensors bytes")
+        # The format was taken from the name: a file, not a checkpoint folder called c.safetensors.
+        inferred = os.path.join(folder, "c.safetensors")
+        print(("ok   " if os.path.isfile(inferred) else "FAIL ") + "consolidate wrote c.safetensors as a file")
+        if not os.path.isfile(inferred):
+            failures.append(f"{inferred} is not a file")
     for failure in failures:
         print("FAIL: " + failure)
     print("cli: " + ("ok" if not failures else f"{len(failures)} failures"))

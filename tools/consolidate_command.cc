@@ -18,7 +18,7 @@ namespace {
 
 struct ConsolidateFlags {
   std::string dir, out;
-  std::string format = "checkpoint";
+  std::string format;  // unset: from the output's name (consolidate_format)
   std::string names = "zero3";
   std::string dtype = "f32";
 };
@@ -45,6 +45,16 @@ void consolidate_to_safetensors(const ConsolidateFlags& flags) {
               flags.dir.c_str(), static_cast<long long>(checkpoint.manifest.step), flags.out.c_str(), tensors.size(),
               flags.dtype.c_str(), flags.names.c_str(), flags.out.c_str(),
               flags.names == "zero3" ? "" : (" --names " + flags.names).c_str());
+}
+
+// Without --format, an output named *.safetensors gets that format (a folder of that name is what
+// nobody means), and anything else a checkpoint folder. Said on the terminal either way.
+std::string consolidate_format(const ConsolidateFlags& flags) {
+  if (!flags.format.empty()) return flags.format;
+  const bool safetensors = std::filesystem::path(flags.out).extension() == ".safetensors";
+  std::printf("format: %s (from the output's name; --format %s for the other)\n",
+              safetensors ? "safetensors" : "checkpoint", safetensors ? "checkpoint" : "safetensors");
+  return safetensors ? "safetensors" : "checkpoint";
 }
 
 void consolidate(const std::string& dir, const std::string& out) {
@@ -77,9 +87,9 @@ void add_consolidate_command(CLI::App& app) {
   command->add_option("out", flags->out, "where to write: a directory (checkpoint) or a file (safetensors)")->required();
   command->add_option("--format", flags->format,
                       "checkpoint: master weights and AdamW moments, loadable with --load-checkpoint; safetensors: "
-                      "the master weights, loadable with --init-from and by PyTorch / Hugging Face")
-      ->check(CLI::IsMember({"checkpoint", "safetensors"}))
-      ->capture_default_str();
+                      "the master weights, loadable with --init-from and by PyTorch / Hugging Face. Default: "
+                      "safetensors when out ends in .safetensors, else checkpoint")
+      ->check(CLI::IsMember({"checkpoint", "safetensors"}));
   command->add_option("--names", flags->names, "safetensors: zero3's names, or hf-gpt2 (gpt models)")
       ->check(CLI::IsMember({"zero3", "hf-gpt2"}))
       ->capture_default_str();
@@ -87,6 +97,7 @@ void add_consolidate_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   command->callback([flags] {
+    flags->format = consolidate_format(*flags);
     if (flags->format == "safetensors") {
       consolidate_to_safetensors(*flags);
       return;
