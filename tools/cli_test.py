@@ -103,6 +103,8 @@ def cases(folder):
         ("inspect lists the built-in models", ["inspect", "--list"], 0, ["gpt-tiny", "moe-tiny"], []),
         ("inspect prints a parameter table", ["inspect", "gpt2-124m"], 0, ["148 parameters, 124439808 elements"], []),
         ("inspect of an unknown model is exit 1", ["inspect", "nothing"], 1, ["'nothing'"], []),
+        ("fuzz --explain says what the table's columns and the properties mean", ["fuzz", "--explain"], 0,
+         ["shrinks A/T", "smaller failing cases accepted out of T tried", "device-agreement", "replay-memory"], []),
         ("fuzz prints its seed and a replay command",
          ["fuzz", "--cases", "3", "--seed", "5", "--property", "equivalence", "--out", folder], 0,
          ["seed=5", "replay: zero3 fuzz --cases 3 --seed 5", "passed"], []),

@@ -28,6 +28,7 @@ struct FuzzFlags {
   std::string out_dir = "fuzz-out";
   std::string replay_path;
   bool list_injections = false;
+  bool explain = false;
   std::string device = "cpu";
   bool injection_table = false;
   bool placeholder_rates = false;
@@ -46,6 +47,22 @@ std::string replay_command(const FuzzFlags& flags) {
   return command;
 }
 
+// What the table's columns and each property mean (zero3 fuzz --explain).
+void print_legend() {
+  std::printf("zero3 fuzz runs each property over --cases generated cases (models, configs, world sizes, faults)\n"
+              "and stops a property at its first counterexample, which RapidCheck then shrinks.\n\n"
+              "columns:\n"
+              "  cases          generated cases run for the property (shrinking not counted)\n"
+              "  result         passed, or COUNTEREXAMPLE\n"
+              "  first failure  the number of the first failing case\n"
+              "  shrinks A/T    while shrinking: A smaller failing cases accepted out of T tried\n"
+              "  time           seconds, shrinking included\n\n"
+              "properties:\n");
+  for (const FuzzProperty& property : fuzz_properties()) {
+    std::printf("  %-22s %s\n", property.name.c_str(), property.description.c_str());
+  }
+}
+
 void print_table(const FuzzReport& report) {
   std::printf("\n%-22s %7s  %-15s %-14s %-12s %8s\n", "property", "cases", "result", "first failure", "shrinks",
               "time");
@@ -58,6 +75,7 @@ void print_table(const FuzzReport& report) {
                 static_cast<long long>(property.cases), property.failed ? "COUNTEREXAMPLE" : "passed",
                 failure.c_str(), shrinks.c_str(), property.seconds);
   }
+  if (report.first_failure()) std::printf("(zero3 fuzz --explain says what the columns mean)\n");
   for (const PropertyResult& property : report.properties) {
     if (property.failing_without_injection == 0) continue;
     std::printf("note: %lld %s cases failed without the injection too; they are not counted against it\n",
@@ -217,6 +235,7 @@ void add_fuzz_command(CLI::App& app) {
   command->add_option("--replay", flags->replay_path, "re-run the case in this case file; exit 2 if it still fails");
   add_simulated_device_option(*command, flags->device);
   command->add_flag("--list-injections", flags->list_injections, "list the injections, one per line");
+  command->add_flag("--explain", flags->explain, "say what each column of the table and each property means");
   command->add_flag("--injection-table", flags->injection_table,
                     "fuzz every injection (or --inject's) with each of --seeds, stopping at the first counterexample, "
                     "and print the mutation-score table: which property caught it, at which case, how small it "
@@ -238,6 +257,7 @@ void add_fuzz_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   command->callback([flags] {
+    if (flags->explain) return print_legend();
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {
         std::printf("%-26s %s\n", injection.name.c_str(), injection.description.c_str());
