@@ -49,6 +49,15 @@ int main(int argc, char** argv) {
   } catch (const zero3::Zero3Error& error) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", error.what());
+    // Ranks that issue different collectives at different modules ran different modules: most often
+    // data-dependent routing (an MoE), whose remedy a newcomer cannot guess from the report alone.
+    const std::string message = error.what();
+    if (message.find("collective mismatch") != std::string::npos && message.find("at module") != std::string::npos) {
+      std::fprintf(stderr,
+                   "hint: when the data decides which modules a rank runs (MoE routing), gather their common parent "
+                   "as one unit: {\"zero_optimization\": {\"zero3_leaf_modules\": [TYPE or NAME]}} in --config "
+                   "(e.g. [\"moe\"]), as DeepSpeed's set_z3_leaf_modules does\n");
+    }
     return error.exit_code();
   } catch (const std::exception& error) {
     std::fflush(stdout);
