@@ -168,7 +168,7 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   }
   if (!options.load_checkpoint.empty()) {
     warn_about_resume_differences(options.load_checkpoint, read_checkpoint_manifest(options.load_checkpoint),
-                                  options.seed, config);
+                                  options.seed, config, options.ranks);
   }
   ProgressBar progress(options.steps, "train");
   run.on_step = [&](const StepStats& stats) {

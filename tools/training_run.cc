@@ -58,7 +58,9 @@ std::optional<Checkpoint> reference_resume(const TrainOptions& options, const Tr
   std::optional<Checkpoint> resume;
   if (!options.load_checkpoint.empty()) {
     resume = load_checkpoint(options.load_checkpoint, *built.model);
-    if (speaks) warn_about_resume_differences(options.load_checkpoint, resume->manifest, options.seed, config);
+    if (speaks) {
+      warn_about_resume_differences(options.load_checkpoint, resume->manifest, options.seed, config, options.ranks);
+    }
     if (speaks) std::printf("  resumed at step %lld from %s (saved at world size %d)\n",
                 static_cast<long long>(resume->manifest.step), options.load_checkpoint.c_str(), resume->manifest.world);
   }
@@ -166,9 +168,18 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
 }  // namespace
 
 void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
-                                   const TrainConfig& config) {
+                                   const TrainConfig& config, int world) {
   for (const std::string& line : resume_differences(saved, seed, config)) {
     std::printf("warning: resuming %s with a different %s\n", dir.c_str(), line.c_str());
+  }
+  if (saved.world != world) {
+    // Resharding is exact, but each step now averages over another number of examples.
+    const int64_t per_rank = config.micro_batch_size * config.gradient_accumulation_steps;
+    std::printf("warning: resuming %s, saved at world size %d, on %d ranks: the global batch changes from %lld to "
+                "%lld examples per step (micro-batch %lld x GAS %lld x ranks)\n",
+                dir.c_str(), saved.world, world, static_cast<long long>(per_rank * saved.world),
+                static_cast<long long>(per_rank * world), static_cast<long long>(config.micro_batch_size),
+                static_cast<long long>(config.gradient_accumulation_steps));
   }
 }
 

@@ -28,9 +28,10 @@ struct TrainOutcome {
 TrainOutcome run_training(const TrainOptions& options);
 nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& config, const TrainOutcome& outcome);
 // Prints a warning line for each way this run differs from the one that saved `dir` (seed,
-// training config), so a resume that is not a continuation is never silent.
+// training config, world size and so the global batch), so a resume that is not a continuation is
+// never silent.
 void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
-                                   const TrainConfig& config);
+                                   const TrainConfig& config, int world);
 // FNV-1a over the final f32 master weights in parameter-id order; and over the masters and both
 // AdamW moments, which a resumed or cross-backend run must also reproduce.
 std::string hash_master_weights(const std::vector<OptimizerSlot>& state);
