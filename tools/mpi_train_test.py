@@ -154,6 +154,10 @@ def bad_input(folder):
         result = run(["train", "--backend", "mpi", "--steps", "2"] + arguments, processes=4, expect=1)
         if text not in result.stderr:
             failures.append(f"{arguments}: expected {text!r} in:\n{result.stderr[-2000:]}")
+    # Without a launcher MPI runs a singleton job: it trains, on one rank, and says so.
+    alone = run(["train", "--backend", "mpi", "--steps", "1"], expect=0)
+    if "started without a launcher: this process is the job's only rank" not in alone.stderr:
+        failures.append(f"--backend mpi without a launcher did not say it runs one rank:\n{alone.stderr[-2000:]}")
     if not os.path.exists(os.path.join(folder, "trace.json")):
         print("ok  bad input: exit 1 with the reason, nothing written")
     else:

@@ -58,6 +58,12 @@ MpiWorld::MpiWorld() : launch_(read_launch_environment()) {
     MPI_Finalize();
     throw BackendError("--backend mpi: " + problem);
   }
+  if (launch_.launcher.empty() && world_ == 1) {
+    // A singleton MPI job trains correctly, on one rank: say so, since one is rarely what was meant.
+    std::fprintf(stderr,
+                 "warning: --backend mpi started without a launcher: this process is the job's only rank (world 1); "
+                 "start W ranks with mpirun -np W (or srun -n W, torchrun --nproc-per-node W)\n");
+  }
   say_so_when_terminated(rank_);
 }
 
