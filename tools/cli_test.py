@@ -179,6 +179,15 @@ def main():
             print(("ok   " if same else "FAIL ") + "the safetensors round trip is byte-identical")
             if not same:
                 failures.append("consolidate -> --init-from -> consolidate changed the safetensors bytes")
+        # Under a launcher's variables for 2 processes, --backend sim says each would run the whole job.
+        launched = subprocess.run([zero3, "train", "--backend", "sim", "--ranks", "2", "--steps", "1"],
+                                  capture_output=True, text=True, cwd=folder,
+                                  env=dict(os.environ, OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="2",
+                                           OMPI_COMM_WORLD_LOCAL_RANK="0"))
+        said = launched.returncode == 0 and "2 processes would train 2 copies of the same run" in launched.stderr
+        print(("ok   " if said else "FAIL ") + "--backend sim under mpirun's variables warns of duplicate jobs")
+        if not said:
+            failures.append(f"--backend sim under a launcher: exit {launched.returncode}\n{launched.stderr[-1500:]}")
         # The format was taken from the name: a file, not a checkpoint folder called c.safetensors.
         inferred = os.path.join(folder, "c.safetensors")
         print(("ok   " if os.path.isfile(inferred) else "FAIL ") + "consolidate wrote c.safetensors as a file")

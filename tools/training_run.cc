@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "backend_cuda/cuda/cuda_world.h"
+#include "backend_cuda/launch/launch_environment.h"
 #include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
@@ -307,14 +308,16 @@ struct TrainingBackend {
   TrainOutcome (*train)(TrainOptions& options, const TrainConfig& config, BuiltModel& built);
   // Where every process computes the same outcome, only this one writes the report (null: always).
   bool (*writes_report)() = nullptr;
+  // ref and sim run the whole job in this one process (see warn_when_launched_as_many).
+  bool whole_job_per_process = false;
   // Runs the whole training call inside the backend's process session (null: called directly).
   TrainOutcome (*in_process_session)(const TrainOptions&, const std::function<TrainOutcome(const TrainOptions&)>&) =
       nullptr;
 };
 
 const TrainingBackend kTrainingBackends[] = {
-    {.name = "ref", .train = train_reference},
-    {.name = "sim", .train = train_sim},
+    {.name = "ref", .train = train_reference, .whole_job_per_process = true},
+    {.name = "sim", .train = train_sim, .whole_job_per_process = true},
     {.name = "mpi",
      .train = train_mpi_rank,
      .writes_report = [] { return MpiWorld::start().rank() == 0; },
@@ -329,6 +332,24 @@ const TrainingBackend& training_backend(const std::string& name) {
   throw InputError("--backend " + name + ": expected ref, sim, mpi or cuda");
 }
 
+// Under a launcher that started several processes, a backend that runs the whole job in each one
+// trains the same run several times over. Said, not refused: a batch script's environment can
+// hold a launcher's variables for a process started once.
+void warn_when_launched_as_many(const std::string& backend) {
+  LaunchEnvironment launch;
+  try {
+    launch = read_launch_environment();
+  } catch (const InputError&) {
+    return;  // malformed launcher variables matter to --backend mpi and cuda, which report them
+  }
+  if (launch.world <= 1) return;
+  std::fprintf(stderr,
+               "warning: %s's variables say this process is rank %d of %d, but --backend %s runs the whole job in "
+               "each process: %d processes would train %d copies of the same run (under a launcher, use --backend "
+               "mpi)\n",
+               launch.launcher.c_str(), launch.rank, launch.world, backend.c_str(), launch.world, launch.world);
+}
+
 TrainOutcome train_and_report(const TrainOptions& requested) {
   TrainOptions options = requested;
   train_device(options);  // a device the backend cannot use is refused before any work starts
@@ -341,6 +362,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   print_banner(options, config, built);
 
   const TrainingBackend& backend = training_backend(options.backend);
+  if (backend.whole_job_per_process) warn_when_launched_as_many(options.backend);
   TrainOutcome outcome = backend.train(options, config, built);
   outcome.parameter_count = built.model->parameter_count();
   outcome.unigram_entropy_nats = built.data->unigram_entropy_nats();
