@@ -23,11 +23,14 @@ inline std::string join_path(const std::string& dir, const std::string& file) {
 inline int64_t param_numel(const CheckpointParam& param) { return shape_numel(param.shape); }
 
 // ---- shard files (checkpoint_shard_file.cc)
-std::string read_bytes(const std::string& path);
-// The header of a shard file: magic, version, and rank and world as the metadata expects them.
-void check_shard_header(const std::string& bytes, const std::string& path, const CheckpointManifest& manifest,
-                        int rank);
 void check_shard_size(uintmax_t size, const std::string& path, const CheckpointManifest& manifest);
+// The bytes of rank's shard file, their size and header checked against the manifest, and their
+// FNV-1a as 16 hex digits: what the writer records in metadata.json and the reader verifies.
+struct ShardFileBytes {
+  std::string bytes;
+  std::string fnv1a;
+};
+ShardFileBytes read_checked_shard_file(const std::string& path, const CheckpointManifest& manifest, int rank);
 // Reads rank's shard file listed by `entry` (its checksum verified) into the full values.
 void read_shard_file(const std::string& dir, const JsonReader& entry, const CheckpointManifest& manifest, int rank,
                      std::vector<OptimizerSlot>& full);

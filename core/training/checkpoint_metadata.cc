@@ -186,14 +186,9 @@ void write_metadata(const std::string& dir, const CheckpointManifest& manifest) 
   nlohmann::json files = nlohmann::json::array();
   for (int rank = 0; rank < manifest.world; ++rank) {
     // Checksums of the files as they are on disk, so a load verifies what was really written.
-    const std::string path = join_path(dir, shard_file_name(rank));
-    const std::string bytes = read_bytes(path);
-    check_shard_size(bytes.size(), path, manifest);
-    check_shard_header(bytes, path, manifest, rank);
-    Fnv1a hash;
-    hash.add_bytes(bytes.data(), bytes.size());
+    const ShardFileBytes file = read_checked_shard_file(join_path(dir, shard_file_name(rank)), manifest, rank);
     files.push_back(
-        {{"rank", rank}, {"file", shard_file_name(rank)}, {"bytes", bytes.size()}, {"fnv1a", hex64(hash.value())}});
+        {{"rank", rank}, {"file", shard_file_name(rank)}, {"bytes", file.bytes.size()}, {"fnv1a", file.fnv1a}});
   }
   nlohmann::json metadata = manifest_to_json(manifest);
   metadata["shard_files"] = files;

@@ -65,10 +65,6 @@ void unshard_into(const std::string& bytes, size_t& offset, Tensor& full, int wo
   }
 }
 
-}  // namespace
-
-namespace checkpoint_files {
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot be read (missing file or no permission)");
@@ -77,6 +73,7 @@ std::string read_bytes(const std::string& path) {
   return buffer.str();
 }
 
+// The header of a shard file: magic, version, and rank and world as the metadata expects them.
 void check_shard_header(const std::string& bytes, const std::string& path, const CheckpointManifest& manifest,
                         int rank) {
   if (static_cast<int64_t>(bytes.size()) < kShardHeaderBytes || std::memcmp(bytes.data(), kShardMagic, 8) != 0) {
@@ -94,6 +91,10 @@ void check_shard_header(const std::string& bytes, const std::string& path, const
   expect("parameter count", get_u64(bytes, 20), manifest.params.size());
 }
 
+}  // namespace
+
+namespace checkpoint_files {
+
 void check_shard_size(uintmax_t size, const std::string& path, const CheckpointManifest& manifest) {
   const int64_t expected = shard_file_bytes(manifest);
   if (size == static_cast<uintmax_t>(expected)) return;
@@ -102,17 +103,24 @@ void check_shard_size(uintmax_t size, const std::string& path, const CheckpointM
                    "); the file is truncated or from another checkpoint");
 }
 
+ShardFileBytes read_checked_shard_file(const std::string& path, const CheckpointManifest& manifest, int rank) {
+  ShardFileBytes file{.bytes = read_bytes(path), .fnv1a = {}};
+  check_shard_size(file.bytes.size(), path, manifest);
+  check_shard_header(file.bytes, path, manifest, rank);
+  Fnv1a hash;
+  hash.add_bytes(file.bytes.data(), file.bytes.size());
+  file.fnv1a = hex64(hash.value());
+  return file;
+}
+
 void read_shard_file(const std::string& dir, const JsonReader& entry, const CheckpointManifest& manifest, int rank,
                      std::vector<OptimizerSlot>& full) {
   const std::string expected_checksum = entry.at("fnv1a").as_string();
   const std::string path = join_path(dir, shard_file_name(rank));
-  const std::string bytes = read_bytes(path);
-  check_shard_size(bytes.size(), path, manifest);
-  check_shard_header(bytes, path, manifest, rank);
-  Fnv1a hash;
-  hash.add_bytes(bytes.data(), bytes.size());
-  if (hex64(hash.value()) != expected_checksum) {
-    throw InputError(path + ": checksum mismatch: FNV-1a of the file is " + hex64(hash.value()) + ", expected " +
+  const ShardFileBytes file = read_checked_shard_file(path, manifest, rank);
+  const std::string& bytes = file.bytes;
+  if (file.fnv1a != expected_checksum) {
+    throw InputError(path + ": checksum mismatch: FNV-1a of the file is " + file.fnv1a + ", expected " +
                      expected_checksum + " (" + kCheckpointMetadataFile + " at " + entry.path() +
                      "/fnv1a); the file is corrupted");
   }
