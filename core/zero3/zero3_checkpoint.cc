@@ -13,13 +13,9 @@ std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
   for (const auto& state : states_) {
     const auto host = [&](const Tensor& tensor) { return tensor.is_meta() ? tensor : kernels_.to_host(tensor); };
     const Tensor master = host(state->slot.master);
-    if (state->frozen) {
-      // The file keeps three shards per parameter; a frozen one's moments are zeros.
-      const Tensor zeros = master.is_meta() ? master : Tensor::zeros(master.shape());
-      shards.push_back({master, zeros, zeros});
-      continue;
-    }
-    shards.push_back({master, host(state->slot.exp_avg), host(state->slot.exp_avg_sq)});
+    // The file keeps three shards per parameter; a frozen one's moments are zeros.
+    shards.push_back(state->frozen ? frozen_slot(master)
+                                   : OptimizerSlot{master, host(state->slot.exp_avg), host(state->slot.exp_avg_sq)});
   }
   return shards;
 }

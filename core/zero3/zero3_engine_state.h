@@ -29,6 +29,13 @@ struct Zero3Engine::ParamState {
   PendingGather* pending = nullptr;
 };
 
+// A frozen parameter's slot as checkpoints and full states carry it: its master, and zeros for the
+// AdamW moments it never had (shapes only where the master is meta).
+inline OptimizerSlot frozen_slot(const Tensor& master) {
+  const Tensor zeros = master.is_meta() ? master : Tensor::zeros(master.shape());
+  return {master, zeros, zeros};
+}
+
 struct Zero3Engine::PendingGather {
   BucketLayout layout;
   std::vector<ParamState*> params;

@@ -255,13 +255,10 @@ std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
       // Host copies: full states feed checkpoints and comparisons, outside the step.
       return (full.is_meta() ? full : kernels_.to_host(full)).reshape(state->param->shape());
     };
-    if (state->frozen) {
-      // No moments kept: they are zeros, as the reference's for a parameter it never updates.
-      const Tensor master = gather(state->slot.master);
-      fulls.push_back({master, Tensor::zeros(master.shape()), Tensor::zeros(master.shape())});
-      continue;
-    }
-    fulls.push_back({gather(state->slot.master), gather(state->slot.exp_avg), gather(state->slot.exp_avg_sq)});
+    // No moments kept for a frozen one: zeros, as the reference's for a parameter it never updates.
+    fulls.push_back(state->frozen ? frozen_slot(gather(state->slot.master))
+                                  : OptimizerSlot{gather(state->slot.master), gather(state->slot.exp_avg),
+                                                  gather(state->slot.exp_avg_sq)});
   }
   return fulls;
 }
