@@ -8,8 +8,8 @@ import contextlib
 import torch
 import torch.distributed as dist
 
-from zero3py.runners.training import (TrainingLoss, Unsupported, build_case_model, clip_and_norm_,
-                                      fill_missing_grads_, final_weights, make_optimizer, trainable)
+from zero3py.runners.training import (TrainingLoss, Unsupported, build_case_model, final_weights, make_optimizer,
+                                      train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
 from zero3py.torch_layers import Mlp, Moe
 
@@ -28,21 +28,15 @@ def train_torch_ddp(case, rank, world, weights_path):
     model = build_case_model(case)
     ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
     params = trainable(model)
-    optimizer = make_optimizer(case, params)
-    losses, norms = [], []
-    for step in range(case.steps):
-        optimizer.zero_grad(set_to_none=True)
-        micro_losses = []
-        for micro in range(case.gas):
-            sync = contextlib.nullcontext() if micro == case.gas - 1 else ddp.no_sync()
-            with sync:
-                loss = ddp(*case.rank_batch(step, micro, rank))
-                (loss / case.gas).backward()
-            micro_losses.append(loss.item())
-        fill_missing_grads_(params)
-        norms.append(clip_and_norm_(params, case.gradient_clipping))
-        optimizer.step()
-        losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
+
+    def micro_step(step, micro):
+        with contextlib.nullcontext() if micro == case.gas - 1 else ddp.no_sync():
+            loss = ddp(*case.rank_batch(step, micro, rank))
+            (loss / case.gas).backward()
+        return loss.item()
+
+    losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step,
+                                step_loss=lambda loss: mean_over_ranks(loss, world))
     if rank == 0:
         write_safetensors(weights_path, final_weights(model.named_parameters()))
     return {"losses": losses, "grad_norms": norms, "weights": weights_path}
@@ -123,23 +117,22 @@ def train_fsdp2(case, rank, world, weights_path):
             fully_shard(module, reshard_after_forward=True)
     fully_shard(wrapped, reshard_after_forward=True)
     params = trainable(model)
-    optimizer = make_optimizer(case, params)
-    losses, norms = [], []
-    for step in range(case.steps):
-        optimizer.zero_grad(set_to_none=True)
-        micro_losses = []
-        for micro in range(case.gas):
-            wrapped.set_requires_gradient_sync(micro == case.gas - 1)
-            loss = wrapped(*case.rank_batch(step, micro, rank))
-            (loss / case.gas).backward()
-            micro_losses.append(loss.item())
+
+    def micro_step(step, micro):
+        wrapped.set_requires_gradient_sync(micro == case.gas - 1)
+        loss = wrapped(*case.rank_batch(step, micro, rank))
+        (loss / case.gas).backward()
+        return loss.item()
+
+    def finish(params):  # the gradients are DTensors: torch's own clipping reduces their norm
         for p in params:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)  # a DTensor like p: zero3's zero gradient
         norm = torch.nn.utils.clip_grad_norm_(params, case.gradient_clipping or float("inf"), foreach=False)
-        norms.append(float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm))
-        optimizer.step()
-        losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+    losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step, finish,
+                                step_loss=lambda loss: mean_over_ranks(loss, world))
     full = {name: (p.full_tensor() if hasattr(p, "full_tensor") else p) for name, p in model.named_parameters()}
     if rank == 0:
         write_safetensors(weights_path, final_weights(full.items()))

@@ -68,6 +68,30 @@ def clip_and_norm_(params, max_norm):
     return norm
 
 
+def finish_gradients(case):
+    """The step's gradients as zero3 has them before AdamW: missing ones zero, then clipped; -> the norm."""
+    def finish(params):
+        fill_missing_grads_(params)
+        return clip_and_norm_(params, case.gradient_clipping)
+    return finish
+
+
+def train_steps(case, params, optimizer, micro_step, finish=None, step_loss=float):
+    """The loop every run shares. Per step: gradients zeroed; micro_step(step, micro) runs forward
+    and the backward of loss / gas and returns the micro-step's reported loss; finish(params) (by
+    default finish_gradients) returns the norm; the optimizer steps; the step's loss is
+    step_loss(the mean of its micro-step losses). Returns (losses, norms)."""
+    finish = finish or finish_gradients(case)
+    losses, norms = [], []
+    for step in range(case.steps):
+        optimizer.zero_grad(set_to_none=True)
+        micro_losses = [micro_step(step, micro) for micro in range(case.gas)]
+        norms.append(finish(params))
+        optimizer.step()
+        losses.append(step_loss(sum(micro_losses) / case.gas))
+    return losses, norms
+
+
 def final_weights(named_params, prefix=""):
     """zero3 name -> f32 copy, `prefix` (a wrapper's) removed."""
     return {name[len(prefix):]: p.detach().float().clone() for name, p in named_params if name.startswith(prefix)}
@@ -80,18 +104,12 @@ def reference_run(case, out_path):
     writes the final weights to out_path."""
     model = build_case_model(case)
     params = trainable(model)
-    optimizer = make_optimizer(case, params)
-    losses, norms = [], []
-    for step in range(case.steps):
-        optimizer.zero_grad(set_to_none=True)
-        micro_losses = []
-        for micro in range(case.gas):
-            loss, reported = model.loss(*case.global_batch(step, micro))
-            (loss / case.gas).backward()
-            micro_losses.append(reported)
-        fill_missing_grads_(params)
-        norms.append(clip_and_norm_(params, case.gradient_clipping))
-        optimizer.step()
-        losses.append(sum(micro_losses) / case.gas)
+
+    def micro_step(step, micro):
+        loss, reported = model.loss(*case.global_batch(step, micro))
+        (loss / case.gas).backward()
+        return reported
+
+    losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step)
     write_safetensors(out_path, final_weights(model.named_parameters()))
     return {"losses": losses, "grad_norms": norms, "weights": out_path}
