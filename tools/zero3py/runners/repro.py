@@ -18,15 +18,15 @@ from zero3py.runners.targets import deepspeed_config
 from zero3py.runners.training import Unsupported
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro_template.py.txt")
-# The layer types the inline builder has: the ones the seed findings and their shrunk cases need.
-INLINE_TYPES = {"linear", "unused_linear", "gelu", "relu", "scale", "bias", "raw_scale", "concat", "residual",
-                "sum_residual"}
+# The layer types the inline builder has (every sequential one but moe; raw_scale reading a `param`).
+INLINE_TYPES = {"linear", "unused_linear", "tied_linear", "layer_norm", "gelu", "relu", "scale", "bias", "raw_scale",
+                "concat", "repeat", "residual", "sum_residual"}
 
 
-def layer_types(layers):
+def all_layers(layers):
     for layer in layers:
-        yield layer["type"]
-        yield from layer_types(layer.get("layers", []))
+        yield layer
+        yield from all_layers(layer.get("layers", []))
 
 
 def stable_fragment(message):
@@ -39,6 +39,8 @@ def stable_fragment(message):
 
 def expectation(answer, divergence_tolerance):
     """(the script's EXPECT, a title): a message fragment, None for a hang or death, or a tolerance."""
+    if answer["status"] not in ("crash", "hang", "ok"):
+        raise ValueError(f"an answer of status {answer['status']} is no finding to reproduce")
     if answer["status"] == "crash":
         failed = [r for r in answer["ranks"] if r["state"] == "exception"]
         if failed:
@@ -51,23 +53,43 @@ def expectation(answer, divergence_tolerance):
     return divergence_tolerance, "DeepSpeed ZeRO-3 trains silently on a wrong loss (no error)"
 
 
+def inline_gaps(case):
+    """What of the case the script cannot express (its model is built inline, raw reads cached)."""
+    layers = list(all_layers(case["model"]["layers"]))
+    gaps = [f"layer type {t}" for t in sorted({layer["type"] for layer in layers} - INLINE_TYPES)]
+    raw = [layer for layer in layers if layer["type"] == "raw_scale"]
+    if any("param" not in layer for layer in raw):
+        gaps.append("raw_scale with its own shape (the script's reads another layer's param)")
+    if raw and case["torch"]["raw_access"] != "cached_reference":
+        gaps.append(f"raw_access {case['torch']['raw_access']} (the script caches the Parameter)")
+    if case["zero"]["leaf_modules"]:
+        gaps.append(f"leaf_modules {case['zero']['leaf_modules']}")
+    return gaps
+
+
 def write_repro(case_directory, answer, path, versions="", divergence_tolerance=1e-4):
-    """Writes the script to `path`; Unsupported when the model has a layer the inline builder lacks."""
+    """Writes the script to `path`; Unsupported when the case has what the script cannot express
+    (inline_gaps); ValueError when the answer is not a finding (status other than crash, hang, ok)."""
     with open(os.path.join(case_directory, "case.json")) as file:
         case = json.load(file)
     model = case["model"]
-    missing = set(layer_types(model["layers"])) - INLINE_TYPES
-    if missing or model["loss"] != "mse" or case["gas"] != 1:
-        raise Unsupported(f"no standalone repro yet for layers {sorted(missing)}, loss {model['loss']}, gas {case['gas']}")
+    gaps = inline_gaps(case)
+    if gaps:
+        raise Unsupported(f"no standalone repro yet for {', '.join(gaps)}")
     expect, title = expectation(answer, divergence_tolerance)
+    hyper = case["optimizer"]
 
     class Settings:  # what deepspeed_config reads
         micro_batch, gas, world, gradient_clipping, zero = (case["micro_batch"], case["gas"], case["world"],
                                                             case["gradient_clipping"], case["zero"])
     values = {"TITLE": title, "VERSIONS": versions or "torch and DeepSpeed", "NAME": os.path.basename(path),
-              "SPEC": repr(model["layers"]), "INPUT_WIDTH": model["input_width"], "WORLD": case["world"],
-              "STEPS": case["steps"], "MICRO": case["micro_batch"], "RAW_GRADIENT": case["torch"]["raw_gradient"],
-              "EXPECT": repr(expect), "CONFIG": repr(deepspeed_config(Settings))}
+              "SPEC": repr(model["layers"]), "INPUT_WIDTH": model["input_width"], "LOSS": repr(model["loss"]),
+              "WORLD": case["world"], "STEPS": case["steps"], "GAS": case["gas"], "MICRO": case["micro_batch"],
+              "RAW_GRADIENT": case["torch"]["raw_gradient"], "EXPECT": repr(expect),
+              "ADAMW": repr({"lr": hyper["lr"], "betas": tuple(hyper["betas"]), "eps": hyper["eps"],
+                             "weight_decay": hyper["weight_decay"]}),
+              "CONFIG": repr(deepspeed_config(Settings))}
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(TEMPLATE) as file:
         text = file.read()
     for key, value in values.items():
