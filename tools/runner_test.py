@@ -8,7 +8,10 @@ protocol, each runner a long-lived `python -m zero3py.runners --target T`:
   * DeepSpeed ZeRO-3 reproduces issue 29's two seed bugs: (a) a zero-sized parameter crashes
     with the NOT_AVAILABLE assertion at world 2; (b) a frozen parameter read through a reference
     cached before sharding trains silently on a wrong loss, and the same parameter trainable
-    crashes ('Cannot reduce scatter gradients ...'); each finding's standalone script exits 1;
+    crashes ('Cannot reduce scatter gradients ...'); each finding's standalone script, asked of
+    the live runner (a write_repro request), exits 1; the script of a healthy case of every layer
+    type it builds inline (gas 2, cross_entropy) builds the runner's model and exits 0; the torch
+    runner answers write_repro unsupported (the script trains under DeepSpeed only);
   * a copy of DeepSpeed with only its fetch gate patched as PR #8375 proposes (never the installed
     package) no longer fails (a)'s assertion; the zero-sized parameter then reaches the coalesced
     gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later.
@@ -60,11 +63,17 @@ class Runner:
                                         env=dict(os.environ, **{"PYTHONPATH": TOOLS, **(env or {})}))
         self.hello = json.loads(self.process.stdout.readline())
 
-    def ask(self, case_dir, timeout_s=None):
-        request = {"id": case_dir, "case": case_dir, **({"timeout_s": timeout_s} if timeout_s else {})}
+    def send(self, request):
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
+
+    def ask(self, case_dir, timeout_s=None):
+        return self.send({"id": case_dir, "case": case_dir, **({"timeout_s": timeout_s} if timeout_s else {})})
+
+    def write_repro(self, case_dir, answer, path):
+        """The runner's standalone script for the finding `answer` (its answer to case_dir)."""
+        return self.send({"id": path, "write_repro": {"case": case_dir, "answer": answer, "path": path}})
 
     def close(self):
         self.process.stdin.close()

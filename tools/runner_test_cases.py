@@ -1,5 +1,6 @@
 """tools/runner_test.py's cases (its docstring says what each shows): the torch control on zero3's
 built-in models, and DeepSpeed's seed bugs with their standalone scripts and the patched copy."""
+import importlib.util
 import json
 import os
 import shutil
@@ -12,9 +13,9 @@ import torch
 from zero3py.oracle.compare import relative, weight_errors
 from zero3py.oracle.settings import SEQUENTIAL
 from zero3py.oracle.zero3_side import zero3
-from zero3py.runners.case import default_settings, write_case
+from zero3py.runners.case import default_settings, read_case, write_case
 from zero3py.runners.compare import TOLERANCE, differences
-from zero3py.runners.repro import write_repro
+from zero3py.runners.training import build_case_model
 from zero3py.safetensors_io import read_safetensors
 from zero3py.torch_model import build_model, named_tensors
 
@@ -82,13 +83,18 @@ def control_cases(runner_class, python, binary, work, extra):
         if zero3_losses > tol["loss"] or zero3_norms > tol["grad_norm"] or zero3_weights > tol["weights"]:
             failures.append(f"{name}: the runner's reference differs from zero3 --backend ref ({errors if isinstance(errors, str) else ''})")
     print(f"  torch runner: {len(cases)} cases in {time.monotonic() - started:.1f} s after its hello")
+    path = os.path.join(work, "repro-torch.py")
+    answer = runner.write_repro(directory, {"status": "crash", "ranks": []}, path)
+    print(f"  torch runner, write_repro: {answer['status']}: {answer.get('message')}")
+    if answer["status"] != "unsupported" or "DeepSpeed" not in answer.get("message", "") or os.path.exists(path):
+        failures.append(f"the torch runner must answer write_repro unsupported (DeepSpeed only): {json.dumps(answer)}")
     runner.close()
     return failures
 
 
-def seed_case(work, name, model, torch_settings=None):
+def seed_case(work, name, model, torch_settings=None, gas=1):
     directory = os.path.join(work, name)
-    settings = default_settings(model, WORLD, STEPS, SEED, MICRO, 1)
+    settings = default_settings(model, WORLD, STEPS, SEED, MICRO, gas)
     settings["timeout_s"] = 20  # these cases train in under a second once the ranks are up
     settings["torch"].update(torch_settings or {})
     torch.manual_seed(SEED)
@@ -96,8 +102,11 @@ def seed_case(work, name, model, torch_settings=None):
     generator = torch.Generator().manual_seed(SEED)
     rows, data = WORLD * MICRO, {}
     for step in range(STEPS):
-        data[f"step{step}.micro0.inputs"] = torch.randn(rows, model["input_width"], generator=generator)
-        data[f"step{step}.micro0.targets"] = torch.randn(rows, built.out_width, generator=generator)
+        for micro in range(gas):
+            data[f"step{step}.micro{micro}.inputs"] = torch.randn(rows, model["input_width"], generator=generator)
+            data[f"step{step}.micro{micro}.targets"] = (
+                torch.randint(built.out_width, (rows,), generator=generator).float()
+                if model["loss"] == "cross_entropy" else torch.randn(rows, built.out_width, generator=generator))
     write_case(directory, settings, {n: p.detach() for n, p in named_tensors(built).items()}, data)
     return directory
 
@@ -136,16 +145,47 @@ def expect_crash(answer, fragment):
     return [f"{answer['case']}: expected a crash with {fragment!r}, got {answer['status']}: {json.dumps(answer)[:1200]}"]
 
 
+def inline_model_differs(script, case_dir):
+    """How far the script's inline Model, given the case's init weights, is from the runner's model
+    (the worst relative loss over the case's global batches): the script builds what the runner trains."""
+    loader = importlib.util.spec_from_file_location("repro_script", script)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)  # the script runs nothing unless it is __main__
+    case = read_case(case_dir)
+    inline, built = module.Model(), build_case_model(case)
+    inline.load_state_dict(case.init)  # the same parameter names, strictly
+    worst = 0.0
+    with torch.no_grad():
+        for step in range(case.steps):
+            for micro in range(case.gas):
+                x, y = case.global_batch(step, micro)
+                ours = float(inline(x, y.long() if case.model["loss"] == "cross_entropy" else y))
+                worst = max(worst, relative(ours, built.loss(x, y)[1]))
+    return worst
+
+
 def seed_bug_cases(runner_class, python, work, gate_model):
     failures = []
     zero_sized = {"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
         {"type": "concat", "layers": [{"type": "linear", "out": 0}]}, {"type": "linear", "out": 4}]}
     mlp = {"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
         {"type": "linear", "out": 16}, {"type": "gelu"}, {"type": "linear", "out": 4}]}
+    # Healthy, with every layer type the repro script builds inline but raw_scale (whose cached
+    # read is the seed bug itself): a weight tied transposed, a repeated body, an unused and a
+    # frozen layer, 2 micro-steps per step and class-id targets. DeepSpeed agrees with the
+    # reference, and the script's divergence check must find nothing either.
+    inline_types = {"kind": "sequential", "input_width": 8, "loss": "cross_entropy", "layers": [
+        {"type": "linear", "out": 16}, {"type": "layer_norm"},
+        {"type": "repeat", "times": 2, "layers": [{"type": "linear", "out": 16}, {"type": "gelu"}]},
+        {"type": "residual", "layers": [{"type": "scale", "shape": [16, 1]}, {"type": "relu"}]},
+        {"type": "concat", "layers": [{"type": "bias", "shape": [1]}]},
+        {"type": "sum_residual", "layers": [{"type": "linear", "out": 5}]},
+        {"type": "unused_linear", "out": 17}, {"type": "linear", "out": 16, "requires_grad": False},
+        {"type": "tied_linear", "tie_to": "layers.0", "transpose": True, "bias": True}, {"type": "linear", "out": 3}]}
     cases = {"zero": seed_case(work, "ds-zero-sized", zero_sized),
              "frozen": seed_case(work, "ds-cached-frozen", gate_model(True), {"raw_gradient": True}),
              "trainable": seed_case(work, "ds-cached-trainable", gate_model(False), {"raw_gradient": True}),
-             "mlp": seed_case(work, "ds-mlp", mlp)}
+             "mlp": seed_case(work, "ds-mlp", mlp), "inline": seed_case(work, "ds-inline-types", inline_types, gas=2)}
     runner = runner_class(python, "deepspeed")
     versions = ", ".join(f"{k} {v}" for k, v in runner.hello["versions"].items())
     answers = {key: runner.ask(directory) for key, directory in cases.items()}
@@ -153,10 +193,28 @@ def seed_bug_cases(runner_class, python, work, gate_model):
     timed = [runner.ask(cases["mlp"]) for _ in range(5)] + [runner.ask(cases["frozen"]) for _ in range(5)]
     print(f"  deepspeed runner (world {WORLD}, {versions}): {len(timed) / (time.monotonic() - started):.2f} cases/s "
           f"over {len(timed)} warm cases (mlp and the silent divergence)")
+    # The findings' standalone scripts, asked of the live runner as zero3 fuzz asks (PROTOCOL.md,
+    # "Repro scripts"); "inline" is no finding: its divergence script must find none.
+    scripts = {}
+    for key, exits in (("zero", 1), ("frozen", 1), ("trainable", 1), ("inline", 0)):
+        path = os.path.join(work, "repro", f"{key}.py")
+        answer = runner.write_repro(cases[key], answers[key], path)
+        if answer != {"protocol": 1, "id": path, "status": "ok", "repro_script": path} or not os.path.exists(path):
+            failures.append(f"write_repro {key}: {json.dumps(answer)[:1200]}")
+        else:
+            scripts[key] = (path, exits)
+    bad = runner.send({"id": 1, "write_repro": {"case": cases["zero"], "answer": answers["zero"]}})
+    if bad.get("status") != "error":
+        failures.append(f"a write_repro request without a path must be answered error: {json.dumps(bad)}")
+    moe = seed_case(work, "ds-moe", {"kind": "sequential", "input_width": 8, "loss": "mse", "layers": [
+        {"type": "moe", "experts": 2, "hidden": 4}]})
+    lacking = runner.write_repro(moe, answers["zero"], os.path.join(work, "repro", "moe.py"))
+    if lacking.get("status") != "unsupported" or "moe" not in lacking.get("message", ""):
+        failures.append(f"write_repro of a moe case must be unsupported (no inline moe): {json.dumps(lacking)}")
     runner.close()
     failures += expect_crash(answers["zero"], "NOT_AVAILABLE")
     failures += expect_crash(answers["trainable"], "Cannot reduce scatter gradients")
-    for key, divergent in (("frozen", True), ("mlp", False)):
+    for key, divergent in (("frozen", True), ("mlp", False), ("inline", False)):
         answer = answers[key]
         if answer["status"] != "ok":
             failures.append(f"{key}: status {answer['status']}: {json.dumps(answer)[:1200]}")
@@ -166,13 +224,17 @@ def seed_bug_cases(runner_class, python, work, gate_model):
               f"{answer['reference']['losses'][0]:.4f} at step 0; {breach or 'within tolerance'}")
         if bool(breach) != divergent:
             failures.append(f"deepspeed {key}: expected {'a divergence' if divergent else 'agreement'}, got {breach}")
-    for key in ("zero", "frozen", "trainable"):
-        script = write_repro(cases[key], answers[key], os.path.join(work, f"repro-{key}.py"), versions)
+    if "inline" in scripts:
+        worst = inline_model_differs(scripts["inline"][0], cases["inline"])
+        print(f"  repro script's inline model vs the runner's, {cases['inline']}'s weights and data: loss {worst:.1e}")
+        if worst > TOLERANCE["f32"]["loss"]:
+            failures.append(f"the repro script's inline model differs from the runner's: loss {worst:.1e}")
+    for key, (script, exits) in scripts.items():
         result = subprocess.run([python, script], capture_output=True, text=True, timeout=300, cwd=work,
                                 env=dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=""))
-        print(f"  repro-{key}.py ({len(open(script).readlines())} lines) exits {result.returncode}")
-        if result.returncode != 1:
-            failures.append(f"repro-{key}.py exits {result.returncode}, not 1:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
+        print(f"  repro {key}.py ({len(open(script).readlines())} lines) exits {result.returncode}")
+        if result.returncode != exits:
+            failures.append(f"repro {key}.py exits {result.returncode}, not {exits}:\n{result.stdout[-1500:]}{result.stderr[-1500:]}")
     patched = runner_class(python, "deepspeed", {"PYTHONPATH": patched_deepspeed(python, work) + os.pathsep + os.path.dirname(os.path.abspath(__file__)),
                                                  **PATCHED_ENV})
     # The copy's first case compiles DeepSpeed's shared-memory comm op again (about 90 s here):

@@ -1,5 +1,6 @@
 """A differential runner (PROTOCOL.md beside this file): a long-lived process that prints a hello
-line, then answers one JSON line per case request read from stdin.
+line, then answers one JSON line per request read from stdin: a case to train, or a finding's
+standalone repro script to write.
 
     PYTHONPATH=tools ~/.cache/zero3/diff-venv/bin/python -m zero3py.runners --target deepspeed
 
@@ -38,6 +39,39 @@ def versions(target):
              "message": f"{error}: the {target} runner needs torch and DeepSpeed: {INSTALL_HINT}"})
         sys.exit(4)
     return found
+
+
+def versions_line(found):
+    """The hello's versions as a repro script names them: "torch 2.15.0+cu132, deepspeed 0.19.8, python 3.11.2"."""
+    order = ["torch", "deepspeed"] + [k for k in found if k not in ("torch", "deepspeed")]
+    return ", ".join(f"{k} {found[k]}" for k in order if k in found)
+
+
+def is_repro_request(request):
+    """A write_repro request as PROTOCOL.md's "Repro scripts" has it: case, answer, path, optional tolerance."""
+    ask = request.get("write_repro")
+    tolerance = ask.get("divergence_tolerance", 1e-4) if isinstance(ask, dict) else None
+    return (isinstance(ask, dict) and isinstance(ask.get("case"), str) and isinstance(ask.get("answer"), dict)
+            and isinstance(ask.get("path"), str) and isinstance(tolerance, (int, float))
+            and not isinstance(tolerance, bool) and tolerance > 0)
+
+
+def answer_repro(target, request, found):
+    """A write_repro request -> its answer: the script written, or why not (PROTOCOL.md, "Repro scripts")."""
+    from zero3py.runners.repro import write_repro
+    from zero3py.runners.training import Unsupported
+    ask, answer = request["write_repro"], {"id": request.get("id")}
+    if target != "deepspeed":
+        return {**answer, "status": "unsupported", "message": f"a repro script trains under DeepSpeed only "
+                                                              f"(repro_template.py.txt); this runner's target is {target}"}
+    try:
+        path = write_repro(os.path.abspath(ask["case"]), ask["answer"], os.path.abspath(ask["path"]),
+                           versions_line(found), ask.get("divergence_tolerance", 1e-4))
+    except Unsupported as error:
+        return {**answer, "status": "unsupported", "message": str(error)}
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:  # the case or answer is not one
+        return {**answer, "status": "error", "message": f"write_repro: {type(error).__name__}: {error}"}
+    return {**answer, "status": "ok", "repro_script": path}
 
 
 def rank_summary(answers):
@@ -111,11 +145,15 @@ def main():
                 continue
             try:
                 request = json.loads(line)
-                assert isinstance(request, dict) and isinstance(request.get("case"), str)
+                assert isinstance(request, dict) and (
+                    is_repro_request(request) if "write_repro" in request else isinstance(request.get("case"), str))
             except (ValueError, AssertionError):
                 say({"protocol": 1, "status": "error", "message": f"not a request: {line.strip()[:200]!r}"})
                 continue
-            say({"protocol": 1, **answer_case(pools, args.target, request, log_dir)})
+            if "write_repro" in request:
+                say({"protocol": 1, **answer_repro(args.target, request, found)})
+            else:
+                say({"protocol": 1, **answer_case(pools, args.target, request, log_dir)})
     finally:
         for pool in pools.values():
             pool.close()
