@@ -15,6 +15,7 @@
 #include "props/placeholder_rates.h"
 #include "props/injections.h"
 #include "tools/commands.h"
+#include "tools/fuzz_target_command.h"
 #include "tools/progress.h"
 #include "tools/train_options.h"
 
@@ -36,6 +37,7 @@ struct FuzzFlags {
   bool fault_campaign = false;
   int64_t campaign_runs = 100;
   std::string campaign_plan = "all?";
+  TargetCommandOptions target{};  // --target, --target-runner: an outside framework
 };
 
 std::string replay_command(const FuzzFlags& flags) {
@@ -253,11 +255,39 @@ void add_fuzz_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--faults", flags->campaign_plan, "--fault-campaign: the fault plan (zero3 train --faults)")
       ->capture_default_str();
+  command->add_option("--target", flags->target.target,
+                      "fuzz an outside framework instead: torch (DDP, the control), deepspeed (ZeRO-3) or fsdp2, "
+                      "through the repository's runner in the differential venv; or any name with --target-runner. "
+                      "Each generated case is trained by the framework and by an unsharded reference; a crash, hang "
+                      "or silent divergence is shrunk and saved with a standalone repro script; exit 2 on a finding, "
+                      "4 when the runner is broken (tools/zero3py/runners/PROTOCOL.md)");
+  command->add_option("--target-runner", flags->target.runner_command,
+                      "--target: the command that starts your own runner (speaking PROTOCOL.md), run by /bin/sh");
+  command->add_option("--report", flags->target.report_path,
+                      "--target: write findings, versions, cases and cases per second as JSON to this file");
+  command->add_option("--shrink-budget", flags->target.shrink_budget_s,
+                      "--target: seconds of shrinking per finding; past it the smallest case so far is kept")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   command->add_option("--seeds", flags->table_seeds, "seeds of --injection-table, comma-separated")
       ->delimiter(',')
       ->capture_default_str();
-  command->callback([flags] {
+  CLI::Option* max_ranks_option = command->get_option("--max-ranks");
+  command->callback([flags, max_ranks_option] {
     if (flags->explain) return print_legend();
+    if (!flags->target.target.empty()) {
+      TargetCommandOptions& target = flags->target;
+      target.cases = flags->options.cases;
+      target.seed = flags->seed_given ? flags->options.seed : std::random_device{}() % 1'000'000'000;
+      // A runner's ranks are processes on this machine's cores: 4 unless asked.
+      target.max_ranks = max_ranks_option->count() > 0 ? flags->options.max_ranks : 4;
+      target.out_dir = flags->out_dir;
+      target.replay_path = flags->replay_path;
+      return run_target_fuzz_command(target);
+    }
+    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty()) {
+      throw InputError("--target-runner and --report need --target NAME");
+    }
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {
         std::printf("%-26s %s\n", injection.name.c_str(), injection.description.c_str());

@@ -72,15 +72,7 @@ void dump_logits(const std::string& name_or_path, const DataDump& dump) {
 void dump_data(const std::string& name_or_path, const DataDump& dump) {
   const BuiltModel built =
       build_model(name_or_path, {.seed = dump.seed, .data_file = dump.data_file, .micro_steps_per_step = dump.gas});
-  std::vector<NamedTensor> tensors;
-  for (int64_t step = 0; step < dump.steps; ++step) {
-    for (int64_t micro = 0; micro < dump.gas; ++micro) {
-      const Batch batch = built.data->batch(step, micro, 0, 1, dump.ranks * dump.micro_batch);
-      const std::string prefix = "step" + std::to_string(step) + ".micro" + std::to_string(micro);
-      tensors.push_back({prefix + ".inputs", batch.inputs});
-      tensors.push_back({prefix + ".targets", batch.targets});
-    }
-  }
+  const std::vector<NamedTensor> tensors = global_batch_tensors(built, dump.steps, dump.gas, dump.ranks * dump.micro_batch);
   write_safetensors(dump.path, tensors,
                     {{"zero3_model", name_or_path}, {"seed", std::to_string(dump.seed)},
                      {"global_batch", std::to_string(dump.ranks * dump.micro_batch)},

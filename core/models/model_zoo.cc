@@ -189,6 +189,19 @@ BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& 
   return built;
 }
 
+std::vector<NamedTensor> global_batch_tensors(const BuiltModel& built, int64_t steps, int64_t gas, int64_t rows) {
+  std::vector<NamedTensor> tensors;
+  for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t micro = 0; micro < gas; ++micro) {
+      const Batch batch = built.data->batch(step, micro, 0, 1, rows);
+      const std::string prefix = "step" + std::to_string(step) + ".micro" + std::to_string(micro);
+      tensors.push_back({prefix + ".inputs", batch.inputs});
+      tensors.push_back({prefix + ".targets", batch.targets});
+    }
+  }
+  return tensors;
+}
+
 void initialize_model(BuiltModel& built, uint64_t seed) {
   built.model->initialize(seed);
   if (!built.init_from.empty()) load_initial_weights(*built.model, built.init_from, parse_weight_names(built.init_names));

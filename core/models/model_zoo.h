@@ -13,6 +13,7 @@
 
 #include "core/models/data.h"
 #include "core/nn/model.h"
+#include "core/tensor/safetensors.h"
 
 namespace zero3 {
 
@@ -40,6 +41,11 @@ struct BuiltModel {
 // The seeded initialisation (Model::initialize), then the --init-from weights when there are any:
 // how every trainer, reference and rank starts, so that they all start from the same values.
 void initialize_model(BuiltModel& built, uint64_t seed);
+
+// The global batch of every micro-step (all ranks' `rows` examples in rank order, as the
+// single-process reference sees them) as "step{s}.micro{m}.inputs" and ".targets": what an outside
+// framework trains on (`zero3 inspect --dump-data`, `zero3 fuzz --target`).
+std::vector<NamedTensor> global_batch_tensors(const BuiltModel& built, int64_t steps, int64_t gas, int64_t rows);
 
 std::vector<std::string> builtin_model_names();
 // Throws InputError listing the built-in names when `name` is not one.

@@ -8,7 +8,7 @@ import contextlib
 import torch
 import torch.distributed as dist
 
-from zero3py.runners.training import (TrainingLoss, Unsupported, build_case_model, final_weights, make_optimizer,
+from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
 from zero3py.torch_layers import Mlp, Moe
@@ -32,7 +32,7 @@ def train_torch_ddp(case, rank, world, weights_path):
     def micro_step(step, micro):
         with contextlib.nullcontext() if micro == case.gas - 1 else ddp.no_sync():
             loss = ddp(*case.rank_batch(step, micro, rank))
-            (loss / case.gas).backward()
+            backward(loss / case.gas)
         return loss.item()
 
     losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step,
@@ -92,7 +92,7 @@ def train_deepspeed(case, rank, world, weights_path):
             micro_losses = []
             for micro in range(case.gas):
                 loss = engine(*case.rank_batch(step, micro, rank))
-                engine.backward(loss)  # DeepSpeed divides by gas itself
+                backward(loss, engine.backward)  # DeepSpeed divides by gas itself
                 engine.step()          # a no-op but at the gas boundary
                 micro_losses.append(loss.item())
             norms.append(float(engine.get_global_grad_norm()))
@@ -121,7 +121,7 @@ def train_fsdp2(case, rank, world, weights_path):
     def micro_step(step, micro):
         wrapped.set_requires_gradient_sync(micro == case.gas - 1)
         loss = wrapped(*case.rank_batch(step, micro, rank))
-        (loss / case.gas).backward()
+        backward(loss / case.gas)
         return loss.item()
 
     def finish(params):  # the gradients are DTensors: torch's own clipping reduces their norm

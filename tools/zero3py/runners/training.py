@@ -76,6 +76,14 @@ def finish_gradients(case):
     return finish
 
 
+def backward(loss, run_backward=None):
+    """loss.backward(), or `run_backward(loss)` (DeepSpeed's engine.backward); nothing when no
+    trainable parameter reaches the loss (every path frozen or unused), which torch refuses to
+    differentiate: a user skips that backward, and zero3 leaves those gradients zero too."""
+    if loss.requires_grad:
+        (run_backward or torch.Tensor.backward)(loss)
+
+
 def train_steps(case, params, optimizer, micro_step, finish=None, step_loss=float):
     """The loop every run shares. Per step: gradients zeroed; micro_step(step, micro) runs forward
     and the backward of loss / gas and returns the micro-step's reported loss; finish(params) (by
@@ -107,7 +115,7 @@ def reference_run(case, out_path):
 
     def micro_step(step, micro):
         loss, reported = model.loss(*case.global_batch(step, micro))
-        (loss / case.gas).backward()
+        backward(loss / case.gas)
         return reported
 
     losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step)

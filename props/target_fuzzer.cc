@@ -1,0 +1,199 @@
+// The target campaign (target_fuzzer.h).
+#include "props/target_fuzzer.h"
+
+#include <filesystem>
+#include <set>
+
+#include <rapidcheck.h>
+
+#include "core/base/stopwatch.h"
+
+namespace zero3 {
+
+namespace {
+
+constexpr int kMaxSize = 100;  // RapidCheck's sizes ramp to this over a batch (fuzzer.cc)
+
+// SplitMix64: one seed per (campaign seed, batch).
+uint64_t batch_seed(uint64_t seed, int64_t batch) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(batch + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+class ShrinkCounter : public rc::detail::TestListener {
+ public:
+  explicit ShrinkCounter(std::function<void(bool accepted)> on_shrink) : on_shrink_(std::move(on_shrink)) {}
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override { on_shrink_(accepted); }
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+
+ private:
+  std::function<void(bool)> on_shrink_;
+};
+
+struct Judged {
+  TargetVerdict verdict;
+  nlohmann::json answer;
+  std::string directory;
+};
+
+// State of one campaign: the signatures found, and the one being shrunk with its smallest case.
+class Campaign {
+ public:
+  Campaign(const TargetFuzzOptions& options, const AskRunner& ask) : options_(options), ask_(ask) {}
+
+  TargetFuzzReport run() {
+    std::filesystem::create_directories(options_.work_dir);
+    for (int64_t batch = 0; report_.cases < options_.cases; ++batch) {
+      rc::detail::TestParams params;
+      params.seed = batch_seed(options_.seed, batch);
+      params.maxSuccess = static_cast<int>(options_.cases - report_.cases);
+      params.maxSize = kMaxSize;
+      ShrinkCounter counter([&](bool accepted) {
+        shrinking_.shrinks_tried++;
+        if (accepted) shrinking_.shrinks_accepted++;
+        progress();
+      });
+      const rc::detail::TestMetadata metadata{.id = "target", .description = "the framework agrees with its reference"};
+      const rc::detail::TestResult outcome =
+          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks})); }),
+                                    metadata, params, counter, {});
+      if (error_) std::rethrow_exception(error_);
+      if (!outcome.template is<rc::detail::FailureResult>()) break;  // the batch ran its cases
+      finish_finding();
+    }
+    report_.seconds = watch_.seconds();
+    return report_;
+  }
+
+ private:
+  // RapidCheck takes any exception for a failing case: a broken runner or a harness error is kept
+  // instead, ends the batch (every later call passes at once) and is rethrown after it.
+  void check(const TargetCase& target_case) {
+    if (error_) return;
+    try {
+      check_case(target_case);
+    } catch (const rc::detail::CaseResult&) {
+      throw;
+    } catch (...) {
+      error_ = std::current_exception();
+      RC_FAIL("error");
+    }
+  }
+
+  void check_case(const TargetCase& target_case) {
+    if (signature_.empty()) {
+      search(target_case);
+      return;
+    }
+    // Shrinking: a candidate is accepted only when it fails the same way; past the budget, none is run.
+    if (shrink_watch_.seconds() > options_.shrink_budget_s) {
+      shrinking_.shrink_budget_spent = true;
+      return;
+    }
+    Judged judged = judge(target_case);
+    if (judged.verdict.finding() && judged.verdict.signature == signature_) {
+      keep_smallest(target_case, std::move(judged));
+      RC_FAIL("same failure");
+    }
+    std::filesystem::remove_all(judged.directory);
+  }
+
+  void search(const TargetCase& target_case) {
+    report_.cases++;
+    Judged judged = judge(target_case);
+    progress();
+    if (judged.verdict.kind == TargetVerdictKind::unsupported) report_.unsupported++;
+    if (!judged.verdict.finding()) {
+      std::filesystem::remove_all(judged.directory);
+      return;
+    }
+    for (TargetFinding& finding : report_.findings) {
+      if (finding.verdict.signature == judged.verdict.signature) {
+        finding.hits++;
+        std::filesystem::remove_all(judged.directory);
+        return;
+      }
+    }
+    signature_ = judged.verdict.signature;
+    shrinking_ = TargetFinding{};
+    shrinking_.first_case = report_.cases;
+    shrinking_.first_case_description = describe(target_case);
+    shrinking_.first_message = judged.verdict.message;
+    shrink_watch_ = Stopwatch();
+    if (options_.on_found) {
+      TargetFinding found = shrinking_;
+      found.verdict = judged.verdict;
+      found.shrunk = target_case;
+      found.answer = judged.answer;
+      options_.on_found(found);
+    }
+    keep_smallest(target_case, std::move(judged));
+    RC_FAIL("finding");
+  }
+
+  void keep_smallest(const TargetCase& target_case, Judged judged) {
+    if (!shrinking_.case_directory.empty()) std::filesystem::remove_all(shrinking_.case_directory);
+    shrinking_.verdict = std::move(judged.verdict);
+    shrinking_.answer = std::move(judged.answer);
+    shrinking_.case_directory = judged.directory;
+    shrinking_.shrunk = target_case;
+  }
+
+  void finish_finding() {
+    shrinking_.shrink_seconds = shrink_watch_.seconds();
+    report_.findings.push_back(std::move(shrinking_));
+    shrinking_ = TargetFinding{};
+    signature_.clear();
+  }
+
+  Judged judge(const TargetCase& target_case) {
+    const std::string directory =
+        (std::filesystem::path(options_.work_dir) / ("case-" + std::to_string(++written_))).string();
+    Judged judged;
+    judged.directory = directory;
+    judged.verdict = judge_target_case(target_case, directory, ask_, options_.runner, &judged.answer);
+    return judged;
+  }
+
+  void progress() {
+    if (!options_.on_progress) return;
+    options_.on_progress({.cases = report_.cases,
+                          .cases_total = options_.cases,
+                          .findings = static_cast<int64_t>(report_.findings.size()),
+                          .shrinking = !signature_.empty(),
+                          .shrinks_tried = shrinking_.shrinks_tried,
+                          .elapsed_s = watch_.seconds()});
+  }
+
+  const TargetFuzzOptions& options_;
+  const AskRunner& ask_;
+  TargetFuzzReport report_;
+  std::string signature_;  // being shrunk; empty while searching
+  TargetFinding shrinking_;
+  Stopwatch watch_;
+  Stopwatch shrink_watch_;
+  int64_t written_ = 0;
+  std::exception_ptr error_;
+};
+
+}  // namespace
+
+TargetVerdict judge_target_case(const TargetCase& target_case, const std::string& directory, const AskRunner& ask,
+                                const std::string& runner, nlohmann::json* answer) {
+  std::filesystem::remove_all(directory);
+  write_target_case(target_case, directory);
+  *answer = ask(std::filesystem::absolute(directory).string(), target_case.timeout_s);
+  const std::string status = answer->is_object() ? answer->value("status", "") : "";
+  // zero3's reference is needed only to judge the runner's reference on a finished run.
+  const RunSummary zero3 = status == "ok" ? zero3_reference_run(target_case) : RunSummary{};
+  return judge_answer(*answer, zero3, initial_weights(target_case), runner);
+}
+
+TargetFuzzReport run_target_fuzz(const TargetFuzzOptions& options, const AskRunner& ask) {
+  return Campaign(options, ask).run();
+}
+
+}  // namespace zero3

@@ -1,0 +1,143 @@
+// `zero3 fuzz --target` without Python: fake runners answer from zero3's own reference, so the
+// campaign's search, judgement, shrinking and deduplication are tested on cases where the truth
+// is known. A planted "framework" that asserts on every zero-sized parameter must be found, shrunk
+// to a model of at most 3 modules that still has one, and reported once however often it recurs;
+// one that drifts its losses must be a silent divergence; a runner that breaks must end the
+// campaign with its BackendError, never a finding.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <filesystem>
+
+#include "core/base/errors.h"
+#include "core/tensor/safetensors.h"
+#include "props/target_fuzzer.h"
+
+namespace zero3 {
+namespace {
+
+bool has_zero_sized_parameter(const std::string& directory) {
+  for (const NamedTensor& named : read_safetensors(directory + "/init.safetensors").tensors) {
+    if (named.tensor.numel() == 0) return true;
+  }
+  return false;
+}
+
+nlohmann::json side_of(const RunSummary& run, const std::string& path) {
+  std::vector<NamedTensor> tensors;
+  for (const auto& [name, tensor] : run.weights) tensors.push_back({name, tensor});
+  write_safetensors(path, tensors);
+  return {{"losses", run.losses}, {"grad_norms", run.grad_norms}, {"weights", path}};
+}
+
+// Answers as a runner whose framework and reference both equal zero3's reference, except where
+// `mutate` changes the framework's side (or returns a whole other answer).
+AskRunner fake_runner(std::function<bool(const std::string& dir, nlohmann::json& answer)> mutate) {
+  return [mutate](const std::string& directory, double) {
+    const TargetCase target_case = read_target_case(directory + "/case.json");
+    const RunSummary reference = zero3_reference_run(target_case);
+    nlohmann::json answer = {{"protocol", 1}, {"status", "ok"}, {"case", directory}, {"target", "fake"}};
+    answer["reference"] = side_of(reference, directory + "/reference.final.safetensors");
+    answer["framework"] = side_of(reference, directory + "/fake.final.safetensors");
+    mutate(directory, answer);
+    return answer;
+  };
+}
+
+std::string work_dir(const std::string& name) {
+  const std::filesystem::path directory = std::filesystem::temp_directory_path() / ("zero3-target-" + name);
+  std::filesystem::remove_all(directory);
+  return directory.string();
+}
+
+int64_t layers_in(const nlohmann::json& layers) {
+  int64_t count = 0;
+  for (const auto& layer : layers) count += 1 + (layer.contains("layers") ? layers_in(layer["layers"]) : 0);
+  return count;
+}
+
+TEST(TargetFuzzer, AFrameworkThatAssertsOnZeroSizedParametersIsFoundOnceAndShrunk) {
+  int64_t crashes = 0;
+  const AskRunner ask = fake_runner([&](const std::string& directory, nlohmann::json& answer) {
+    if (!has_zero_sized_parameter(directory)) return false;
+    crashes++;
+    answer = {{"protocol", 1}, {"status", "crash"}, {"stuck", {1}},
+              {"ranks", {{{"rank", 0}, {"state", "exception"}, {"exception_type", "builtins.RuntimeError"},
+                          {"message", "param 7 status NOT_AVAILABLE at step " + std::to_string(crashes)}},
+                         {{"rank", 1}, {"state", "stuck"}}}}};
+    return true;
+  });
+  const TargetFuzzReport report =
+      run_target_fuzz({.cases = 40, .seed = 3, .max_ranks = 4, .work_dir = work_dir("zero-sized")}, ask);
+  ASSERT_EQ(report.cases, 40);
+  ASSERT_EQ(report.findings.size(), 1u) << "the crash is one bug, whatever its step number says";
+  const TargetFinding& finding = report.findings[0];
+  EXPECT_EQ(finding.verdict.kind, TargetVerdictKind::crash);
+  EXPECT_EQ(finding.verdict.signature, "crash builtins.RuntimeError: NOT_AVAILABLE");
+  EXPECT_LE(layers_in(finding.shrunk.run.model_spec["layers"]), 3) << describe(finding.shrunk);
+  EXPECT_TRUE(has_zero_sized_parameter(finding.case_directory)) << "the kept directory is the shrunk case's";
+  EXPECT_EQ(finding.shrunk.run.world, 1) << "nothing about the bug needs ranks: the world shrinks too";
+  EXPECT_GE(finding.hits, 2) << "zero-sized parameters are common: later cases hit the same finding";
+}
+
+TEST(TargetFuzzer, LossesOffTheReferenceWithoutAnErrorAreASilentDivergence) {
+  const AskRunner ask = fake_runner([](const std::string&, nlohmann::json& answer) {
+    answer["framework"]["losses"][0] = answer["framework"]["losses"][0].get<double>() * 1.001 + 1e-3;
+    return true;
+  });
+  const TargetFuzzReport report = run_target_fuzz({.cases = 5, .seed = 4, .work_dir = work_dir("drift")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::silent_divergence);
+  EXPECT_NE(report.findings[0].verdict.message.find("step 0: loss"), std::string::npos)
+      << report.findings[0].verdict.message;
+}
+
+TEST(TargetFuzzer, AnAgreeingFrameworkHasNoFindingAndItsCasesAreCleanedUp) {
+  const std::string work = work_dir("agree");
+  const TargetFuzzReport report =
+      run_target_fuzz({.cases = 15, .seed = 5, .work_dir = work}, fake_runner([](auto&, auto&) { return false; }));
+  EXPECT_EQ(report.cases, 15);
+  EXPECT_TRUE(report.findings.empty());
+  EXPECT_TRUE(std::filesystem::is_empty(work));
+}
+
+TEST(TargetFuzzer, AReferenceThatDisagreesWithZero3sIsAFindingToo) {
+  const AskRunner ask = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    // Framework and the runner's reference agree with each other, not with zero3.
+    RunSummary off;
+    for (NamedTensor& named : read_safetensors(answer["reference"]["weights"]).tensors) {
+      std::vector<float> values = named.tensor.to_floats();
+      for (float& value : values) value += 0.5f;
+      off.weights[named.name] = Tensor::from_values(named.tensor.shape(), values);
+    }
+    for (const auto& loss : answer["reference"]["losses"]) off.losses.push_back(loss.get<double>());
+    for (const auto& norm : answer["reference"]["grad_norms"]) off.grad_norms.push_back(norm.get<double>());
+    answer["reference"] = side_of(off, directory + "/reference.final.safetensors");
+    answer["framework"] = side_of(off, directory + "/fake.final.safetensors");
+    return true;
+  });
+  const TargetFuzzReport report = run_target_fuzz({.cases = 3, .seed = 6, .work_dir = work_dir("refs")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::reference_disagreement);
+}
+
+TEST(TargetFuzzer, ABrokenRunnerEndsTheCampaignWithItsErrorNotAFinding) {
+  const AskRunner ask = [](const std::string&, double) -> nlohmann::json {
+    return {{"protocol", 1}, {"status", "error"}, {"message", "cannot start ranks"}};
+  };
+  EXPECT_THROW(run_target_fuzz({.cases = 5, .seed = 7, .work_dir = work_dir("broken")}, ask), BackendError);
+}
+
+TEST(TargetVerdict, TheStableFragmentLeavesOutTheRunsNumbers) {
+  EXPECT_EQ(stable_fragment("param 12 status NOT_AVAILABLE (ds_id 3)"), "NOT_AVAILABLE");
+  EXPECT_EQ(stable_fragment("torch.cat(): expected a non-empty list of Tensors"), "empty list of Tensors");
+}
+
+RC_GTEST_PROP(TargetCase, EveryGeneratedCaseRoundTripsThroughItsCaseJson, ()) {
+  const TargetCase original = *gen_target_case({.max_ranks = 4});
+  const std::string text = target_case_json(original).dump();
+  RC_ASSERT(target_case_json(target_case_from_json(nlohmann::json::parse(text), "case.json")).dump() == text);
+}
+
+}  // namespace
+}  // namespace zero3

@@ -1,0 +1,222 @@
+// Judging runner answers (target_verdict.h).
+#include "props/target_verdict.h"
+
+#include <cmath>
+#include <cstdio>
+#include <regex>
+
+#include "core/base/errors.h"
+#include "core/models/model_zoo.h"
+#include "core/tensor/safetensors.h"
+#include "sim/distributed_training.h"
+
+namespace zero3 {
+
+namespace {
+
+double relative(double ours, double reference) {
+  return std::abs(ours - reference) / std::max(std::abs(reference), 1e-12);
+}
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+std::map<std::string, Tensor> weights_file(const std::string& path) {
+  std::map<std::string, Tensor> weights;
+  for (NamedTensor& named : read_safetensors(path).tensors) weights[named.name] = std::move(named.tensor);
+  return weights;
+}
+
+// ||ours - reference|| / (||reference - initial|| + 1e-6 sqrt(numel)): the difference as a fraction
+// of how far training moved the tensor (zero3py.oracle.compare.weight_errors).
+double weight_error(const Tensor& ours, const Tensor& reference, const Tensor& initial) {
+  const std::vector<float> a = ours.to_floats(), b = reference.to_floats(), start = initial.to_floats();
+  double difference = 0.0, moved = 0.0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    difference += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    moved += (static_cast<double>(b[i]) - start[i]) * (static_cast<double>(b[i]) - start[i]);
+  }
+  return std::sqrt(difference) / (std::sqrt(moved) + 1e-6 * std::sqrt(static_cast<double>(b.size())));
+}
+
+// A runner's side of an answer: {"losses", "grad_norms", "weights": PATH}.
+RunSummary summary_of(const nlohmann::json& side) {
+  RunSummary summary;
+  for (const auto& loss : side.at("losses")) summary.losses.push_back(loss.get<double>());
+  for (const auto& norm : side.at("grad_norms")) summary.grad_norms.push_back(norm.get<double>());
+  summary.weights = weights_file(side.at("weights").get<std::string>());
+  return summary;
+}
+
+std::string rank_failures(const nlohmann::json& ranks, std::string* signature) {
+  std::string text;
+  for (const auto& rank : ranks) {
+    const std::string state = rank.value("state", "");
+    if (state == "ok") continue;
+    std::string line = "rank " + std::to_string(rank.value("rank", -1)) + ": ";
+    if (state == "exception") {
+      const std::string type = rank.value("exception_type", "?"), message = rank.value("message", "");
+      line += type + ": " + message;
+      if (signature->empty()) *signature = "crash " + type + ": " + stable_fragment(message);
+    } else if (state == "signal") {
+      line += "died of " + rank.value("signal", "a signal");
+      if (signature->empty()) *signature = "crash " + rank.value("signal", "signal");
+    } else if (state == "exit") {
+      line += "exited with code " + std::to_string(rank.value("exit_code", -1));
+      if (signature->empty()) *signature = "crash exit";
+    } else {
+      line += state;
+    }
+    text += (text.empty() ? "" : "\n") + line;
+  }
+  return text;
+}
+
+}  // namespace
+
+const char* target_verdict_name(TargetVerdictKind kind) {
+  switch (kind) {
+    case TargetVerdictKind::agree: return "agree";
+    case TargetVerdictKind::crash: return "crash";
+    case TargetVerdictKind::hang: return "hang";
+    case TargetVerdictKind::silent_divergence: return "silent_divergence";
+    case TargetVerdictKind::reference_disagreement: return "reference_disagreement";
+    case TargetVerdictKind::unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+RunSummary zero3_reference_run(const TargetCase& target_case) {
+  const DistributedRunResult result = run_distributed(reference_options(target_case.run));
+  if (!result.sim.all_ok()) {
+    throw CorrectnessError("zero3's DDP reference failed on the case: " + result.sim.summary());
+  }
+  RunSummary summary;
+  for (const StepStats& step : result.steps) {
+    summary.losses.push_back(step.loss);
+    summary.grad_norms.push_back(step.grad_norm);
+  }
+  for (size_t id = 0; id < result.final_state.size(); ++id) {
+    summary.weights[result.param_names.at(id)] = result.final_state[id].master;
+  }
+  return summary;
+}
+
+std::map<std::string, Tensor> initial_weights(const TargetCase& target_case) {
+  BuiltModel built = build_model_from_spec(target_case.run.model_spec, "model_spec", {.seed = target_case.run.seed});
+  initialize_model(built, target_case.run.seed);
+  std::map<std::string, Tensor> weights;
+  for (const Parameter* param : built.model->parameters()) weights[param->name()] = param->data;
+  return weights;
+}
+
+std::string first_breach(const RunSummary& ours, const RunSummary& reference,
+                         const std::map<std::string, Tensor>& initial, const TargetTolerance& tolerance) {
+  if (ours.losses.size() != reference.losses.size() || ours.grad_norms.size() != reference.grad_norms.size()) {
+    return std::to_string(ours.losses.size()) + " steps answered, the reference has " +
+           std::to_string(reference.losses.size());
+  }
+  for (size_t step = 0; step < reference.losses.size(); ++step) {
+    const bool loss_off = !(relative(ours.losses[step], reference.losses[step]) <= tolerance.loss);
+    const bool norm_off = !(relative(ours.grad_norms[step], reference.grad_norms[step]) <= tolerance.grad_norm);
+    if (loss_off || norm_off) {
+      return "step " + std::to_string(step) + ": loss " + number(ours.losses[step]) + " vs reference " +
+             number(reference.losses[step]) + ", grad norm " + number(ours.grad_norms[step]) + " vs " +
+             number(reference.grad_norms[step]);
+    }
+  }
+  for (const auto& [name, expected] : reference.weights) {
+    const auto found = ours.weights.find(name);
+    if (found == ours.weights.end()) return "final weights: " + name + " is missing";
+    if (found->second.shape() != expected.shape()) {
+      return "final weights: " + name + " has shape " + shape_str(found->second.shape()) + ", the reference " +
+             shape_str(expected.shape());
+    }
+    const auto start = initial.find(name);
+    if (expected.numel() == 0 || start == initial.end()) continue;
+    const double error = weight_error(found->second, expected, start->second);
+    if (!(error <= tolerance.weights)) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.1e", error);
+      return "final weights: " + name + " differs by " + text + " of its update";
+    }
+  }
+  if (ours.weights.size() != reference.weights.size()) return "final weights: a tensor the reference does not have";
+  return "";
+}
+
+TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3_reference,
+                           const std::map<std::string, Tensor>& initial, const std::string& runner) {
+  const auto broken = [&](const std::string& why) {
+    return BackendError("the runner '" + runner + "' " + why + ": " + answer.dump().substr(0, 1500));
+  };
+  if (!answer.is_object() || !answer.contains("status") || !answer["status"].is_string()) {
+    throw broken("answered outside the protocol (no status)");
+  }
+  const std::string status = answer["status"];
+  if (status == "error") throw broken("answered error");
+  if (status == "unsupported") {
+    return {.kind = TargetVerdictKind::unsupported, .message = answer.value("message", ""), .signature = ""};
+  }
+  try {
+    TargetVerdict verdict;
+    if (status == "crash") {
+      verdict.kind = TargetVerdictKind::crash;
+      verdict.message = rank_failures(answer.at("ranks"), &verdict.signature);
+      if (verdict.signature.empty()) verdict.signature = "crash";
+      return verdict;
+    }
+    if (status == "hang") {
+      verdict.kind = TargetVerdictKind::hang;
+      verdict.message = "ranks " + answer.at("stuck").dump() + " did not finish within the case's timeout";
+      verdict.signature = "hang";
+      return verdict;
+    }
+    if (status != "ok") throw broken("answered an unknown status");
+    const nlohmann::json& reference_side = answer.at("reference");
+    if (reference_side.contains("unsupported")) {
+      return {.kind = TargetVerdictKind::unsupported,
+              .message = "the runner's reference: " + reference_side["unsupported"].get<std::string>(),
+              .signature = ""};
+    }
+    if (reference_side.contains("error")) {
+      const std::string error = reference_side["error"].get<std::string>();
+      return {.kind = TargetVerdictKind::reference_disagreement,
+              .message = "the runner's unsharded reference raised where zero3's DDP reference trained: " + error,
+              .signature = "reference_error " + error.substr(0, error.find(':')) + ": " + stable_fragment(error)};
+    }
+    const RunSummary reference = summary_of(reference_side);
+    const std::string divergence = first_breach(summary_of(answer.at("framework")), reference, initial);
+    if (!divergence.empty()) {
+      return {.kind = TargetVerdictKind::silent_divergence,
+              .message = "the framework trained without an error, off its unsharded reference: " + divergence,
+              .signature = "silent_divergence"};
+    }
+    const std::string disagreement = first_breach(reference, zero3_reference, initial);
+    if (!disagreement.empty()) {
+      return {.kind = TargetVerdictKind::reference_disagreement,
+              .message = "the runner's unsharded reference against zero3's DDP reference: " + disagreement,
+              .signature = "reference_disagreement"};
+    }
+    return verdict;
+  } catch (const nlohmann::json::exception& error) {
+    throw broken(std::string("answered outside the protocol (") + error.what() + ")");
+  }
+}
+
+std::string stable_fragment(const std::string& message) {
+  static const std::regex identifier(R"(\b[A-Z][A-Z_]{7,}\b)");
+  std::smatch match;
+  if (std::regex_search(message, match, identifier)) return match.str();
+  static const std::regex words(R"([A-Za-z][A-Za-z ]{7,}[A-Za-z])");
+  std::string longest;
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), words); it != std::sregex_iterator(); ++it) {
+    if (it->str().size() > longest.size()) longest = it->str();
+  }
+  return longest.empty() ? message.substr(0, 80) : longest;
+}
+
+}  // namespace zero3

@@ -1,0 +1,71 @@
+// Judging a differential runner's answer to a target case (tools/zero3py/runners/PROTOCOL.md):
+// the framework's run against the runner's own unsharded reference, and that reference against
+// zero3's DDP reference of the same case. Verdicts: agree, crash, hang, silent_divergence, and
+// reference_disagreement (the two references differ: a bug in zero3 or in the runner's model
+// builder, found by the same fuzz).
+//
+// Tolerances (f32), as zero3py/runners/compare.py has them: per step, loss 1e-5 and gradient norm
+// 1e-4 relative; final weights 1e-3 of how far training moved each tensor. The torch control
+// against its reference differs by <= 3e-7 and 1e-6 of the update, zero3's reference against the
+// runner's by <= 4.5e-6 of the update (tools/runner_test.py prints both).
+//
+//   const RunSummary zero3 = zero3_reference_run(target_case);
+//   const TargetVerdict verdict = judge_answer(answer, zero3, initial_weights);
+//   if (verdict.finding()) std::puts(verdict.message.c_str());
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor/tensor.h"
+#include "props/target_case.h"
+
+namespace zero3 {
+
+struct RunSummary {
+  std::vector<double> losses;      // per step
+  std::vector<double> grad_norms;  // per step, before clipping
+  std::map<std::string, Tensor> weights;
+};
+
+struct TargetTolerance {
+  double loss = 1e-5;
+  double grad_norm = 1e-4;
+  double weights = 1e-3;
+};
+
+enum class TargetVerdictKind { agree, crash, hang, silent_divergence, reference_disagreement, unsupported };
+const char* target_verdict_name(TargetVerdictKind kind);
+
+struct TargetVerdict {
+  TargetVerdictKind kind = TargetVerdictKind::agree;
+  std::string message;
+  // What makes two findings the same bug: the verdict, and for a crash the exception's type and
+  // the stable part of its message (numbers, paths and names left out).
+  std::string signature;
+  bool finding() const { return kind != TargetVerdictKind::agree && kind != TargetVerdictKind::unsupported; }
+};
+
+// zero3's DDP reference of the case (stage 0, the case's init weights and data): CorrectnessError
+// when it fails (the reference must train every generated case).
+RunSummary zero3_reference_run(const TargetCase& target_case);
+// The case's init weights by name, as write_target_case writes them.
+std::map<std::string, Tensor> initial_weights(const TargetCase& target_case);
+
+// "" when `ours` is within tolerance of `reference`; else the first breach: the step and the
+// values, or the tensor and its error.
+std::string first_breach(const RunSummary& ours, const RunSummary& reference,
+                         const std::map<std::string, Tensor>& initial, const TargetTolerance& tolerance = {});
+
+// BackendError (exit 4) when the answer is the runner's `error` or not the protocol's shape: a
+// broken runner is never a finding. `runner` names it in that error.
+TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3_reference,
+                           const std::map<std::string, Tensor>& initial, const std::string& runner);
+
+// The part of an exception message that names the failure and not this run's numbers: its first
+// upper-case identifier of 8 or more characters (NOT_AVAILABLE), else its longest run of words.
+std::string stable_fragment(const std::string& message);
+
+}  // namespace zero3
