@@ -15,11 +15,13 @@
 namespace zero3 {
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr size_t kDepth = 64 * 1024;  // below the frames running, well inside the stack
 constexpr size_t kSpan = 4096;
 
 char* unused_stack_below_this_frame() { return static_cast<char*>(__builtin_frame_address(0)) - kDepth; }
+#endif
 
 TEST(FiberStackShadow, AStackMappedWhereAnEndedFiberLeftPoisonStartsClean) {
 #if !defined(__SANITIZE_ADDRESS__)
