@@ -150,7 +150,14 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
   return target_case;
 }
 
-TargetCase read_target_case(const std::string& path) { return target_case_from_json(read_json_file(path), path); }
+TargetCase read_target_case(const std::string& path) {
+  const nlohmann::json json = read_json_file(path);
+  // A saved finding (traces/findings/) holds its case under "case", beside its signature.
+  if (json.is_object() && !json.contains("zero3_case") && json.contains("case")) {
+    return target_case_from_json(json["case"], path + " (its \"case\")");
+  }
+  return target_case_from_json(json, path);
+}
 
 void write_target_case(const TargetCase& target_case, const std::string& directory) {
   const FuzzCase& run = target_case.run;

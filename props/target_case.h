@@ -40,6 +40,7 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits);
 nlohmann::json target_case_json(const TargetCase& target_case);
 // InputError naming `source`, the JSON path and what was expected.
 TargetCase target_case_from_json(const nlohmann::json& json, const std::string& source);
+// A case.json, or a saved finding ({"signature", "case": case.json, ...}, traces/findings/).
 TargetCase read_target_case(const std::string& path);
 
 // Writes case.json, init.safetensors and data.safetensors into `directory` (created).

@@ -63,7 +63,8 @@ TEST(TargetFuzzer, AFrameworkThatAssertsOnZeroSizedParametersIsFoundOnceAndShrun
     crashes++;
     answer = {{"protocol", 1}, {"status", "crash"}, {"stuck", {1}},
               {"ranks", {{{"rank", 0}, {"state", "exception"}, {"exception_type", "builtins.RuntimeError"},
-                          {"message", "param 7 status NOT_AVAILABLE at step " + std::to_string(crashes)}},
+                          {"message", "param 7 status NOT_AVAILABLE at step " + std::to_string(crashes)},
+                          {"where", "coordinator.py:fetch_sub_module"}},
                          {{"rank", 1}, {"state", "stuck"}}}}};
     return true;
   });
@@ -73,7 +74,7 @@ TEST(TargetFuzzer, AFrameworkThatAssertsOnZeroSizedParametersIsFoundOnceAndShrun
   ASSERT_EQ(report.findings.size(), 1u) << "the crash is one bug, whatever its step number says";
   const TargetFinding& finding = report.findings[0];
   EXPECT_EQ(finding.verdict.kind, TargetVerdictKind::crash);
-  EXPECT_EQ(finding.verdict.signature, "crash builtins.RuntimeError: NOT_AVAILABLE");
+  EXPECT_EQ(finding.verdict.signature, "crash builtins.RuntimeError: NOT_AVAILABLE at coordinator.py:fetch_sub_module");
   EXPECT_LE(layers_in(finding.shrunk.run.model_spec["layers"]), 3) << describe(finding.shrunk);
   EXPECT_TRUE(has_zero_sized_parameter(finding.case_directory)) << "the kept directory is the shrunk case's";
   EXPECT_EQ(finding.shrunk.run.world, 1) << "nothing about the bug needs ranks: the world shrinks too";

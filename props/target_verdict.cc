@@ -60,7 +60,10 @@ std::string rank_failures(const nlohmann::json& ranks, std::string* signature) {
     if (state == "exception") {
       const std::string type = rank.value("exception_type", "?"), message = rank.value("message", "");
       line += type + ": " + message;
-      if (signature->empty()) *signature = "crash " + type + ": " + stable_fragment(message);
+      if (signature->empty()) {
+        *signature = "crash " + type + ": " + stable_fragment(message);
+        if (rank.contains("where")) *signature += " at " + rank.value("where", "");
+      }
     } else if (state == "signal") {
       line += "died of " + rank.value("signal", "a signal");
       if (signature->empty()) *signature = "crash " + rank.value("signal", "signal");

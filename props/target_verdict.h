@@ -43,7 +43,7 @@ struct TargetVerdict {
   TargetVerdictKind kind = TargetVerdictKind::agree;
   std::string message;
   // What makes two findings the same bug: the verdict, and for a crash the exception's type and
-  // the stable part of its message (numbers, paths and names left out).
+  // the stable part of its message (numbers, paths and names left out), and where it was raised.
   std::string signature;
   bool finding() const { return kind != TargetVerdictKind::agree && kind != TargetVerdictKind::unsupported; }
 };

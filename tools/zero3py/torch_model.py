@@ -87,7 +87,10 @@ def build_layers(specs, width, prefix, context):
         if not spec.get("requires_grad", True):
             for param in layer.parameters():  # its own: a tied or read parameter is not a submodule's
                 param.requires_grad_(False)
-        context["named"][name] = layer
+        # Every module by its zero3 name, nested ones too (an MoE's experts.0.fc): a later tie_to or
+        # raw_scale param may name any module that owns a parameter.
+        for inner, module in layer.named_modules():
+            context["named"][f"{name}.{inner}" if inner else name] = module
         layers.append(layer)
     return layers, width
 

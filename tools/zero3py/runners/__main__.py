@@ -76,7 +76,7 @@ def answer_repro(target, request, found):
 
 def rank_summary(answers):
     """The answer's ranks: every rank's state and, for a failed one, what it said and printed."""
-    keep = ("rank", "state", "exception_type", "message", "signal", "exit_code", "last_output")
+    keep = ("rank", "state", "exception_type", "message", "where", "signal", "exit_code", "last_output")
     return [{k: a[k] for k in keep if k in a} for a in answers]
 
 
@@ -123,7 +123,8 @@ def answer_case(pools, target, request, log_dir):
         return {**answer, "status": "error", "message": "; ".join(f"rank {a['rank']}: {a.get('message')}"
                                                                  for a in ranks if a["state"] == "error"),
                 "ranks": rank_summary(ranks)}
-    pools.pop(case.world, None)
+    if not pool.alive:  # collect kept ranks that only raised, if they passed the health check
+        pools.pop(case.world, None)
     status = "hang" if states <= {"ok", "stuck"} else "crash"
     return {**answer, "status": status, "stuck": [a["rank"] for a in ranks if a["state"] == "stuck"],
             "ranks": rank_summary(ranks)}

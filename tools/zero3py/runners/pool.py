@@ -1,6 +1,7 @@
 """W rank processes of one target kept alive across cases (the supervisor's side of rank.py): a
 case costs a training run, not W interpreter starts. A rank that dies, raises or does not answer
 within the case's timeout ends the pool: its ranks are killed, and the next case starts fresh ones.
+Ranks that all raised are kept when a health check (an all-reduce) shows their group still in step.
 
     pool = RankPool("deepspeed", world=2, log_dir=...)
     pool.submit(case_dir, weights_path)      # every rank starts the case
@@ -18,6 +19,8 @@ import time
 # Seconds the other ranks get to answer once one rank failed, before they count as stuck and are
 # killed: after an exception a peer usually blocks in a collective the failed rank never joins.
 GRACE_AFTER_FAILURE_S = 3.0
+# Seconds for the health check after a case in which every rank raised (collect).
+HEALTH_TIMEOUT_S = 10.0
 # Importing torch and DeepSpeed, and the first time on a machine DeepSpeed's JIT-compiled comm op
 # (rank.py), on a busy 2-core machine.
 START_TIMEOUT_S = 600.0
@@ -111,11 +114,29 @@ class RankPool:
         return {"state": "exit", "exit_code": code}
 
     def collect(self, deadline):
-        """The ranks' answers to the submitted case; the pool is closed unless every rank is ok."""
+        """The ranks' answers to the submitted case. The pool is closed when a rank died or is
+        stuck; when ranks only raised, it is kept if the health check passes."""
         answers = self.read_answers(deadline)
-        if any(a["state"] not in ("ok", "unsupported") for a in answers):
+        states = {a["state"] for a in answers}
+        if not states <= {"ok", "unsupported"} and not (states <= {"ok", "unsupported", "exception"}
+                                                         and self.healthy()):
             self.close()
         return answers
+
+    def healthy(self):
+        """Every rank answers an all-reduce of rank + 1 with W(W+1)/2 in time. Ranks that raised at
+        the same point (the usual SPMD failure) leave the process group in step, so the next case
+        need not pay W fresh interpreters (seconds each); a rank that raised between collectives
+        the others made leaves it out of step, and this all-reduce then hangs or sums wrongly."""
+        for process in self.ranks:
+            try:
+                process.stdin.write(json.dumps({"health": 1}) + "\n")
+                process.stdin.flush()
+            except BrokenPipeError:
+                return False
+        checks = self.read_answers(time.monotonic() + HEALTH_TIMEOUT_S, grace=False)
+        expected = self.world * (self.world + 1) / 2
+        return all(c.get("state") == "health" and c.get("sum") == expected for c in checks)
 
     @property
     def alive(self):

@@ -13,6 +13,15 @@ import sys
 import traceback
 
 
+def raised_where(error):
+    """"module.py:function" of the frame that raised, the framework's own when it has one: what,
+    with the exception's type and message, tells one bug from another."""
+    frames = traceback.extract_tb(error.__traceback__)
+    framework = [f for f in frames if "/deepspeed/" in f.filename or "/torch/distributed/" in f.filename]
+    frame = (framework or frames)[-1]
+    return f"{os.path.basename(frame.filename)}:{frame.name}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True)
@@ -46,6 +55,11 @@ def main():
     train = TARGETS[args.target]
     for line in sys.stdin:
         request = json.loads(line)
+        if "health" in request:  # after every rank raised: is the process group still in step?
+            total = torch.tensor([float(args.rank + 1)])
+            dist.all_reduce(total)
+            answers.write(json.dumps({"state": "health", "sum": float(total)}) + "\n")
+            continue
         print(f"=== zero3 runner: case {request['case']}", file=sys.stderr, flush=True)
         try:
             case = read_case(request["case"])
@@ -57,7 +71,7 @@ def main():
             answer = {"state": "unsupported", "message": str(error)}
         except Exception as error:  # the framework's failure: reported, never raised past the protocol
             answer = {"state": "exception", "exception_type": f"{type(error).__module__}.{type(error).__qualname__}",
-                      "message": str(error), "traceback": traceback.format_exc()[-3000:]}
+                      "message": str(error), "where": raised_where(error), "traceback": traceback.format_exc()[-3000:]}
             traceback.print_exc(file=sys.stderr)
         sys.stderr.flush()
         answers.write(json.dumps(answer) + "\n")
