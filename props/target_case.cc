@@ -34,6 +34,19 @@ bool has_trainable_parameter(const nlohmann::json& spec) {
   return false;
 }
 
+// Cross-entropy does not change when every logit moves by the same amount, so a last layer that
+// adds one value to all of them (a sum_residual, a bias of one element) has a true gradient of 0,
+// and AdamW turns each side's rounding noise (~1e-8) into steps of about lr in directions that
+// differ: the references then "disagree" on weights nothing trained. Such a model trains on mse.
+void avoid_shift_invariant_loss(nlohmann::json& spec) {
+  const nlohmann::json& layers = spec.at("layers");
+  if (spec.at("loss") != "cross_entropy" || layers.empty()) return;
+  const nlohmann::json& last = layers.back();
+  const bool shifts = last.at("type") == "sum_residual" ||
+                      (last.at("type") == "bias" && shape_numel(last.at("shape").get<Shape>()) == 1);
+  if (shifts) spec["loss"] = "mse";
+}
+
 }  // namespace
 
 rc::Gen<TargetCase> gen_target_case(const GenLimits& limits) {
@@ -46,6 +59,7 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits) {
         {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
     run.model_spec = *rc::gen::suchThat(gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false}),
                                         has_trainable_parameter);
+    avoid_shift_invariant_loss(run.model_spec);
     const ModelFacts facts = model_facts(run.model_spec, {});
     // MoE routes differently on each rank: a leaf on W > 1, as a DeepSpeed user must make it.
     run.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && run.world > 1});

@@ -81,36 +81,36 @@ def saved_findings():
             yield path, json.load(file)
 
 
-def check_saved_findings(binary, work, runner=None):
-    failures, messages = [], {}
+def check_saved_findings(binary, work):
+    failures = []
     for path, saved in saved_findings():
-        extra = ["--target-runner", runner] if runner else []
         code, output = zero3(binary, "fuzz", "--target", "deepspeed", "--replay", path, "--out",
-                             os.path.join(work, "saved"), *extra)
-        messages[os.path.basename(path)] = (code, output)
-        if not runner:
-            print(f"  {os.path.basename(path)}: exit {code}")
-            if code != 2 or saved["signature"] not in output:
-                failures.append(f"{path} no longer reproduces (exit {code}, expected 2 and {saved['signature']!r}):\n"
-                                f"{output[-2000:]}")
-    return failures, messages
+                             os.path.join(work, "saved"))
+        print(f"  {os.path.basename(path)}: exit {code}")
+        if code != 2 or saved["signature"] not in output:
+            failures.append(f"{path} no longer reproduces (exit {code}, expected 2 and {saved['signature']!r}):\n"
+                            f"{output[-2000:]}")
+    return failures
 
 
 def check_patched_gate(binary, python, work):
-    sys.path.insert(0, TOOLS)
-    from runner_test_cases import PATCHED_ENV, patched_deepspeed
-    package = patched_deepspeed(python, work)
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in PATCHED_ENV.items())
+    # runner_test_cases imports torch: the venv's interpreter makes the copy.
+    made = subprocess.run([python, "-c", "import json, sys; sys.path.insert(0, sys.argv[1]); "
+                           "from runner_test_cases import PATCHED_ENV, patched_deepspeed; "
+                           "print(json.dumps([patched_deepspeed(sys.argv[2], ''), PATCHED_ENV]))", TOOLS, python],
+                          capture_output=True, text=True, check=True)
+    package, patched_env = json.loads(made.stdout.strip().splitlines()[-1])
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in patched_env.items())
     runner = (f"{env} PYTHONPATH={shlex.quote(package + os.pathsep + TOOLS)} {shlex.quote(python)} "
               f"-m zero3py.runners --target deepspeed")
-    _, messages = check_saved_findings(binary, work, runner)
-    failures = []
-    for name, (code, output) in messages.items():
-        if "NOT_AVAILABLE" in name:
-            print(f"  {name} with PR #8375's gate: exit {code}, NOT_AVAILABLE {'still' if 'NOT_AVAILABLE' in output else 'gone'}")
-            if "NOT_AVAILABLE" in output or code == 4:
-                failures.append(f"with PR #8375's gate, {name} still fails the assertion (exit {code}):\n{output[-1500:]}")
-    return failures
+    finding = os.path.join(FINDINGS, "deepspeed-not-available.json")
+    code, output = zero3(binary, "fuzz", "--target", "deepspeed", "--target-runner", runner, "--replay", finding,
+                         "--out", os.path.join(work, "patched"))
+    print(f"  {os.path.basename(finding)} with PR #8375's gate: exit {code}, "
+          f"NOT_AVAILABLE {'still there' if 'NOT_AVAILABLE' in output else 'gone'}")
+    if "NOT_AVAILABLE" in output or code == 4:
+        return [f"with PR #8375's gate, {finding} still fails the assertion (exit {code}):\n{output[-1500:]}"]
+    return []
 
 
 def main():
@@ -125,7 +125,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="zero3-fuzz-target-") as work:
         failures += check_control(args.zero3, work)
         failures += check_deepspeed_campaign(args.zero3, python, work)
-        failures += check_saved_findings(args.zero3, work)[0]
+        failures += check_saved_findings(args.zero3, work)
         failures += check_patched_gate(args.zero3, python, work)
     for failure in failures:
         print("FAIL", failure)
