@@ -135,9 +135,6 @@ std::optional<nlohmann::json> SpecRealizer::unfrozen_layer(const LayerDraw& draw
 void SpecRealizer::add_weight(const std::string& module, int64_t out, int64_t in, bool bias) {
   weights_.push_back({module, out, in});
   if (bias) vectors_.push_back({module + ".bias", {out}});
-  // A weight on one input feature is an [out, 1] column too: a raw handle may read it, as the
-  // broadcast trap of a frozen base's unused projection does (issue 29's seed bug b).
-  if (in == 1) vectors_.push_back({module + ".weight", {out, 1}});
 }
 
 nlohmann::json SpecRealizer::linear_layer(const std::string& name, int64_t out, bool bias, int64_t& width) {

@@ -95,9 +95,9 @@ def answer_case(pools, target, request, log_dir):
     timeout = float(request.get("timeout_s", case.timeout_s))
     pool = pools.get(case.world)
     if pool is None or not pool.alive:
-        for other in pools.values():  # one world at a time: W ranks per core pair is already a lot
-            other.close()
-        pools.clear()
+        # A pool per world size stays up: the fuzz draws W per case, and idle ranks only wait on
+        # stdin, while starting W interpreters costs seconds.
+        pools.pop(case.world, None)
         try:
             pool = pools[case.world] = RankPool(target, case.world, log_dir)
         except RunnerError as error:
