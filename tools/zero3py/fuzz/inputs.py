@@ -40,6 +40,8 @@ CONFIG_SEEDS = {
 }
 # Elements above which a mutated spec that loads is only inspected, not also trained.
 TRAIN_ELEMENTS_MAX = 200_000
+# A GPT mutant with a longer context is inspected, not trained (attention costs context squared).
+TRAIN_CONTEXT_MAX = 1024
 # Mutated specs train under this config: every parameter sharded, and MoE layers as leaves, since
 # without that a rank-divergent model rightly ends in exit 3 (a collective mismatch).
 SPEC_TRAIN_CONFIG = {"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0,
