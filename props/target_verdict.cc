@@ -130,16 +130,17 @@ RunSummary zero3_reference_run(const TargetCase& target_case) {
   for (const Parameter* param : built.model->parameters()) {
     if (!param->requires_grad()) frozen.insert(param->name());
   }
+  const float weight_of_a_step = std::max(1.0f - target_case.run.config.adamw.beta2, 1e-12f);
   for (size_t id = 0; id < result.final_state.size(); ++id) {
     const OptimizerSlot& slot = result.final_state[id];
     const std::string& name = result.param_names.at(id);
     summary.weights[name] = slot.master;
     if (frozen.contains(name)) continue;
     // AdamW's second moment is a running mean of the squared gradient that weighs each step's
-    // square by 0.05 or more (beta2 = 0.95): sqrt(v / 0.05) bounds the largest gradient it saw.
+    // square by at least 1 - beta2: sqrt(v / (1 - beta2)) bounds the largest gradient it saw.
     std::vector<float> sizes;
     if (slot.exp_avg_sq.defined() && !slot.exp_avg_sq.is_meta()) {
-      for (float v : slot.exp_avg_sq.to_floats()) sizes.push_back(std::sqrt(v / 0.05f));
+      for (float v : slot.exp_avg_sq.to_floats()) sizes.push_back(std::sqrt(v / weight_of_a_step));
     }
     summary.gradient_size[name] = std::move(sizes);
   }

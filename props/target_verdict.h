@@ -29,7 +29,7 @@ struct RunSummary {
   std::vector<double> grad_norms;  // per step, before clipping
   std::map<std::string, Tensor> weights;
   // zero3's reference only: each element's gradient size, at least the largest it saw (from
-  // AdamW's second moment). AdamW divides every element's gradient by its own size, so rounding
+  // AdamW's second moment and the case's beta2). AdamW divides every element's gradient by its own size, so rounding
   // noise of up to ~1e-7 in a gradient of size g moves that weight by ~1e-7/g of its update:
   // elements whose gradient never rose above the noise (1e-5) are not compared (frozen tensors,
   // which must not move, have no entry: all of them is),
