@@ -18,15 +18,6 @@ constexpr int kMaxSize = 100;
 // The time budget is checked between batches of this many cases.
 constexpr int64_t kBatchCases = 25;
 
-
-// SplitMix64: one well-mixed seed per (run seed, property, batch).
-uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (1 + property_index * 1'000'003 + static_cast<uint64_t>(batch));
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 class ProgressListener : public rc::detail::TestListener {
  public:
   ProgressListener(const FuzzOptions& options, FuzzProgress& progress, const Stopwatch& run_watch)
@@ -142,6 +133,13 @@ PropertyResult run_property(const FuzzProperty& property, size_t index, const Fu
 }
 
 }  // namespace
+
+uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (1 + property_index * 1'000'003 + static_cast<uint64_t>(batch));
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 const std::vector<FuzzProperty>& fuzz_properties() {
   static const std::vector<FuzzProperty> properties = {

@@ -80,6 +80,10 @@ struct FuzzReport {
 
 FuzzReport run_fuzz(const FuzzOptions& options);
 
+// SplitMix64: one well-mixed RapidCheck seed per (run seed, property, batch of cases); the target
+// campaign (target_fuzzer.h) uses property 0.
+uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch);
+
 struct ReplayResult {
   std::string property;
   bool reproduced = false;  // the property fails on the case again

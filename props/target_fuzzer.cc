@@ -7,20 +7,13 @@
 #include <rapidcheck.h>
 
 #include "core/base/stopwatch.h"
+#include "props/fuzzer.h"
 
 namespace zero3 {
 
 namespace {
 
 constexpr int kMaxSize = 100;  // RapidCheck's sizes ramp to this over a batch (fuzzer.cc)
-
-// SplitMix64: one seed per (campaign seed, batch).
-uint64_t batch_seed(uint64_t seed, int64_t batch) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(batch + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 class ShrinkCounter : public rc::detail::TestListener {
  public:
@@ -48,7 +41,7 @@ class Campaign {
     std::filesystem::create_directories(options_.work_dir);
     for (int64_t batch = 0; report_.cases < options_.cases; ++batch) {
       rc::detail::TestParams params;
-      params.seed = batch_seed(options_.seed, batch);
+      params.seed = batch_seed(options_.seed, 0, batch);
       params.maxSuccess = static_cast<int>(options_.cases - report_.cases);
       params.maxSize = kMaxSize;
       ShrinkCounter counter([&](bool accepted) {

@@ -50,12 +50,6 @@ std::string work_dir(const std::string& name) {
   return directory.string();
 }
 
-int64_t layers_in(const nlohmann::json& layers) {
-  int64_t count = 0;
-  for (const auto& layer : layers) count += 1 + (layer.contains("layers") ? layers_in(layer["layers"]) : 0);
-  return count;
-}
-
 TEST(TargetFuzzer, AFrameworkThatAssertsOnZeroSizedParametersIsFoundOnceAndShrunk) {
   int64_t crashes = 0;
   const AskRunner ask = fake_runner([&](const std::string& directory, nlohmann::json& answer) {
@@ -75,7 +69,7 @@ TEST(TargetFuzzer, AFrameworkThatAssertsOnZeroSizedParametersIsFoundOnceAndShrun
   const TargetFinding& finding = report.findings[0];
   EXPECT_EQ(finding.verdict.kind, TargetVerdictKind::crash);
   EXPECT_EQ(finding.verdict.signature, "crash builtins.RuntimeError: NOT_AVAILABLE at coordinator.py:fetch_sub_module");
-  EXPECT_LE(layers_in(finding.shrunk.run.model_spec["layers"]), 3) << describe(finding.shrunk);
+  EXPECT_LE(case_size(finding.shrunk.run).layers, 3) << describe(finding.shrunk);
   EXPECT_TRUE(has_zero_sized_parameter(finding.case_directory)) << "the kept directory is the shrunk case's";
   EXPECT_EQ(finding.shrunk.run.world, 1) << "nothing about the bug needs ranks: the world shrinks too";
   EXPECT_GE(finding.hits, 2) << "zero-sized parameters are common: later cases hit the same finding";

@@ -93,14 +93,6 @@ std::string write_repro(RunnerProcess& process, const TargetFinding& finding, co
   return "";
 }
 
-int64_t layer_count(const nlohmann::json& layers) {
-  int64_t count = 0;
-  for (const auto& layer : layers) {
-    count += 1 + (layer.contains("layers") ? layer_count(layer["layers"]) : 0);
-  }
-  return count;
-}
-
 nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& options, TargetFinding& finding,
                             size_t index) {
   const std::string name = options.target + "-" + std::to_string(index + 1) + "-" + target_verdict_name(finding.verdict.kind);
@@ -126,7 +118,7 @@ nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& 
           {"message", finding.verdict.message},
           {"case_file", case_file},
           {"repro_script", repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(repro)},
-          {"modules", layer_count(finding.shrunk.run.model_spec.value("layers", nlohmann::json::array()))},
+          {"modules", case_size(finding.shrunk.run).layers},
           {"shrunk", describe(finding.shrunk)},
           {"first_case", finding.first_case},
           {"first_case_description", finding.first_case_description},

@@ -25,6 +25,8 @@ import tempfile
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TOOLS)
 FINDINGS = os.path.join(ROOT, "traces", "findings")
+sys.path.insert(0, TOOLS)
+from runner_test import VENV  # noqa: E402  tools/lib/diff_venv.sh's place, as runner_test reads it
 
 
 def zero3(binary, *args, timeout=1200):
@@ -118,9 +120,7 @@ def main():
     parser.add_argument("zero3")
     parser.add_argument("--python", help="the differential venv's python (default: tools/lib/diff_venv.sh's)")
     args = parser.parse_args()
-    venv = os.environ.get("ZERO3_DIFF_VENV") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "zero3", "diff-venv")
-    python = args.python or os.path.join(venv, "bin", "python")
+    python = args.python or os.path.join(VENV, "bin", "python")
     failures = []
     with tempfile.TemporaryDirectory(prefix="zero3-fuzz-target-") as work:
         failures += check_control(args.zero3, work)
