@@ -31,6 +31,18 @@ std::vector<LayerKind> layer_kinds(const RealizeOptions& options, int depth) {
   return kinds;
 }
 
+// Never drawn, but what a container shrinks to first: its body's layers in its place.
+rc::Gen<bool> gen_splice() { return gen_weighted_element<bool>({{0, true}, {1, false}}); }
+// Always drawn, but shrinks to left out.
+rc::Gen<bool> gen_kept() { return gen_weighted_element<bool>({{0, false}, {1, true}}); }
+
+// The broadcast trap's motif ends a sum_residual body with this raw read of an earlier parameter:
+// a placeholder that collapses the width to 0 sums to 0 there instead of failing. Its even pick
+// asks for a target that collapses (spec_realizer.cc raw_scale).
+LayerDraw trap_read(int64_t choice) {
+  return {.kind = LayerKind::raw_scale, .size = 1, .count = 1, .pick = 2 * choice, .flag = true};
+}
+
 rc::Gen<LayerDraw> gen_layer_draw(int world, const RealizeOptions& options, int depth) {
   return rc::gen::exec([=] {
     LayerDraw draw;
@@ -40,14 +52,14 @@ rc::Gen<LayerDraw> gen_layer_draw(int world, const RealizeOptions& options, int 
     draw.pick = *gen_uniform(0, 12);
     draw.flag = *rc::gen::element(false, true);
     // Frozen layers, as a fine-tuned base's: shrinks to trained.
-    draw.frozen = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
-    if (has_body(draw.kind)) draw.body = *gen_layer_draws(world, options, depth + 1);
-    // The broadcast trap's motif: a raw handle ending a sum_residual body, where a placeholder that
-    // collapses the width to 0 sums to 0 instead of failing. An even pick prefers an [n, 1] target,
-    // which collapses any width.
-    if (draw.kind == LayerKind::sum_residual && options.raw_foreign && *rc::gen::element(false, true)) {
-      const int64_t pick = 2 * *gen_uniform(0, 6);
-      draw.body.push_back({.kind = LayerKind::raw_scale, .size = 1, .count = 1, .pick = pick, .flag = true});
+    draw.frozen = *gen_weighted_element<bool>({{3, false}, {1, true}});
+    if (has_body(draw.kind)) {
+      draw.body = *gen_layer_draws(world, options, depth + 1);
+      draw.splice = *gen_splice();
+    }
+    if (draw.kind == LayerKind::sum_residual && options.raw_foreign &&
+        *gen_weighted_element<bool>({{1, false}, {3, true}})) {
+      draw.body.push_back(trap_read(*gen_uniform(0, 6)));
     }
     return draw;
   });
@@ -65,7 +77,7 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
     std::vector<std::string> leaves;
     const bool moe_leaf = options.require_moe_leaf || (facts.has_moe && *rc::gen::element(false, true));
     if (moe_leaf) leaves.push_back("moe");
-    if (!facts.leaf_candidates.empty() && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) {
+    if (!facts.leaf_candidates.empty() && *gen_weighted_element<bool>({{3, false}, {1, true}})) {
       const std::string extra = *rc::gen::elementOf(facts.leaf_candidates);
       if (std::find(leaves.begin(), leaves.end(), extra) == leaves.end()) leaves.push_back(extra);
     }
@@ -78,7 +90,7 @@ rc::Gen<uint64_t> gen_seed() {
       rc::gen::map(gen_uniform(0, 1'000'000'000), [](int64_t seed) { return static_cast<uint64_t>(seed); }));
 }
 
-rc::Gen<int64_t> gen_steps() { return rc::gen::weightedElement<int64_t>({{2, 1}, {3, 2}, {1, 3}}); }
+rc::Gen<int64_t> gen_steps() { return gen_weighted_element<int64_t>({{2, 1}, {3, 2}, {1, 3}}); }
 
 }  // namespace
 
@@ -112,11 +124,26 @@ rc::Gen<std::vector<LayerDraw>> gen_layer_draws(int world, const RealizeOptions&
   return rc::gen::scale(scale, rc::gen::container<std::vector<LayerDraw>>(draw));
 }
 
-rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options) {
+rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options, bool trap_motif) {
   return rc::gen::exec([=] {
     const int64_t input_width = *gen_dimension(world);
     const bool cross_entropy = *rc::gen::element(false, true);
-    const std::vector<LayerDraw> draws = *gen_layer_draws(world, options, 0);
+    std::vector<LayerDraw> draws = *gen_layer_draws(world, options, 0);
+    if (trap_motif && options.raw_foreign && *gen_weighted_element<bool>({{1, false}, {1, true}})) {
+      // The body opens with a column for the read to find ([n, 1], frozen half the time, as an
+      // adapter's frozen base weight), then any layers.
+      // Each part of the motif shrinks away on its own, and the container into its body.
+      LayerDraw motif{.kind = LayerKind::sum_residual, .splice = *gen_splice()};
+      const LayerDraw column{.kind = LayerKind::scale, .size = *gen_dimension(world), .pick = 1,
+                             .frozen = *gen_weighted_element<bool>({{1, false}, {1, true}})};
+      if (*gen_kept()) motif.body.push_back(column);
+      for (LayerDraw& draw : *gen_layer_draws(world, options, 1)) motif.body.push_back(std::move(draw));
+      const LayerDraw read = trap_read(*gen_uniform(0, 6));
+      if (*gen_kept()) motif.body.push_back(read);
+      // Anywhere; it shrinks toward the end, after every parameter it could read.
+      const int64_t from_end = *gen_uniform(0, static_cast<int64_t>(draws.size()) + 1);
+      draws.insert(draws.end() - from_end, std::move(motif));
+    }
     return realize_model_spec(input_width, cross_entropy, draws, options);
   });
 }
@@ -133,10 +160,10 @@ rc::Gen<int64_t> gen_element_limit(const ModelFacts& facts) {
 rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptions& options) {
   return rc::gen::exec([=] {
     TrainConfig config;
-    config.micro_batch_size = *rc::gen::weightedElement<int64_t>({{3, 1}, {3, 2}, {1, 3}});
-    config.gradient_accumulation_steps = *rc::gen::weightedElement<int64_t>({{4, 1}, {2, 2}, {1, 3}, {1, 4}});
-    config.gradient_clipping = *rc::gen::weightedElement<float>({{2, 0.0f}, {2, 1.0f}, {1, 0.01f}});
-    config.bf16 = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    config.micro_batch_size = *gen_weighted_element<int64_t>({{3, 1}, {3, 2}, {1, 3}});
+    config.gradient_accumulation_steps = *gen_weighted_element<int64_t>({{4, 1}, {2, 2}, {1, 3}, {1, 4}});
+    config.gradient_clipping = *gen_weighted_element<float>({{2, 0.0f}, {2, 1.0f}, {1, 0.01f}});
+    config.bf16 = *gen_weighted_element<bool>({{3, false}, {1, true}});
     config.adamw.weight_decay = *rc::gen::element(0.0f, 0.1f);
     ZeroConfig& zero = config.zero;
     zero.prefetch_bucket_elements = *gen_element_limit(facts);
@@ -157,9 +184,9 @@ rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptio
 
 rc::Gen<std::string> gen_fault_plan(bool destructive) {
   const auto plan = !destructive
-                        ? rc::gen::weightedElement<std::string>(
+                        ? gen_weighted_element<std::string>(
                               {{6, "none"}, {1, "late"}, {1, "reorder"}, {1, "late,reorder"}, {1, "stall"}})
-                        : rc::gen::weightedElement<std::string>({{8, "none"},
+                        : gen_weighted_element<std::string>({{8, "none"},
                                                                  {1, "late,reorder"},
                                                                  {1, "stall"},
                                                                  {1, "crash=0.05"},

@@ -11,7 +11,10 @@
 //     ...
 //   }
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,30 @@ struct GenLimits {
 
 // Uniform in [min, max) whatever RapidCheck's size (its inRange narrows the range at small sizes).
 rc::Gen<int64_t> gen_uniform(int64_t min, int64_t max);
+
+// rc::gen::weightedElement's draw (the same element from the same random source), shrinking toward
+// the earlier elements as elementOf does. RapidCheck's weighted choice does not shrink at all, so a
+// found case kept its steps, micro-batch, fault plan and frozen flags whatever its failure needed.
+// An element of weight 0 is never drawn but is still a shrink: a simplification to try.
+template <typename T>
+rc::Gen<T> gen_weighted_element(std::initializer_list<std::pair<std::size_t, T>> pairs) {
+  std::vector<std::size_t> cumulative;
+  std::vector<T> elements;
+  std::size_t total = 0;
+  for (const auto& [weight, element] : pairs) {
+    total += weight;
+    cumulative.push_back(total);
+    elements.push_back(element);
+  }
+  return rc::Gen<T>([=](const rc::Random& random, int) {
+    const std::size_t drawn = static_cast<std::size_t>(rc::Random(random).next() % total);
+    const auto index = static_cast<std::size_t>(
+        std::upper_bound(cumulative.begin(), cumulative.end(), drawn) - cumulative.begin());
+    return rc::shrinkable::map(
+        rc::shrinkable::shrinkRecur(index, [](std::size_t i) { return rc::seq::range<std::size_t>(0, i); }),
+        [elements](std::size_t i) { return elements[i]; });
+  });
+}
 // 0, 1, primes, world - 1, world, world + 1, or small; never above world + 1 or 13.
 rc::Gen<int64_t> gen_dimension(int world);
 // 1..max_ranks, mostly small; max_ranks itself comes up too.
@@ -37,8 +64,11 @@ rc::Gen<int> gen_world(int max_ranks);
 // A list of layer draws; containers nest at most two deep. RapidCheck's size sets only how many
 // layers the top level holds (up to 12), so that early cases are small; each draw is uniform.
 rc::Gen<std::vector<LayerDraw>> gen_layer_draws(int world, const RealizeOptions& options, int depth);
-// A valid sequential model spec (realize_model_spec over generated draws).
-rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options);
+// A valid sequential model spec (realize_model_spec over generated draws). With `trap_motif`
+// (and raw_foreign), half the models also get, somewhere in their top level, a sum_residual whose
+// body ends with a raw read of an earlier parameter: the broadcast trap's shape, which a campaign
+// against a framework must reach in every hundred cases; the motif shrinks away when not needed.
+rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options, bool trap_motif = false);
 // An element count for bucket sizes and live/reuse limits: 0 or 1, a parameter's or a module's
 // size, the whole model and one more, or the (huge) default.
 rc::Gen<int64_t> gen_element_limit(const ModelFacts& facts);

@@ -80,6 +80,10 @@ Shape broadcast_shape(const LayerDraw& draw, int64_t width) {
 void SpecRealizer::sequence(const std::vector<LayerDraw>& draws, const std::string& prefix, int64_t& width,
                             nlohmann::json& layers) {
   for (const LayerDraw& draw : draws) {
+    if (has_body(draw.kind) && draw.splice) {
+      sequence(draw.body, prefix, width, layers);
+      continue;
+    }
     const std::string name = prefix + "." + std::to_string(layers.size());
     if (std::optional<nlohmann::json> realized = layer(draw, name, width)) layers.push_back(*realized);
   }
@@ -134,6 +138,9 @@ std::optional<nlohmann::json> SpecRealizer::unfrozen_layer(const LayerDraw& draw
 
 void SpecRealizer::add_weight(const std::string& module, int64_t out, int64_t in, bool bias) {
   weights_.push_back({module, out, in});
+  // A weight over one input feature is a column too: a raw read of it collapses any width to 0
+  // against its placeholder, as a frozen base's projection read by an adapter would.
+  if (in == 1) vectors_.push_back({module + ".weight", {out, 1}});
   if (bias) vectors_.push_back({module + ".bias", {out}});
 }
 
@@ -179,8 +186,10 @@ nlohmann::json SpecRealizer::raw_scale(const LayerDraw& draw, const std::string&
       candidates.push_back(&param);
       if (param.shape.size() == 2) columns.push_back(&param);
     }
-    if (!candidates.empty()) {
-      const auto& pool = !columns.empty() && draw.pick % 2 == 0 ? columns : candidates;
+    // An even pick wants a read that collapses to width 0 against a placeholder (the silent trap):
+    // at width 1 any target does, wider only a column; without one it reads its own parameter.
+    const auto& pool = draw.pick % 2 == 0 && width != 1 ? columns : candidates;
+    if (!pool.empty()) {
       const VectorParam& target = *pool[static_cast<size_t>(draw.pick / 2) % pool.size()];
       width = *broadcast_layer_width(width, target.shape);
       return {{"type", "raw_scale"}, {"param", target.name}};

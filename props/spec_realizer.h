@@ -31,6 +31,7 @@ struct LayerDraw {
   int64_t pick = 0;   // which earlier weight or parameter; which broadcast shape
   bool flag = false;  // bias of a linear; a raw_scale on another layer's parameter
   bool frozen = false;  // "requires_grad": false, where the realized layer owns a parameter
+  bool splice = false;  // a container realized as its body's layers, in its place
   std::vector<LayerDraw> body{};
 };
 

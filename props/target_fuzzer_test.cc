@@ -8,6 +8,7 @@
 #include <rapidcheck/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "core/base/errors.h"
 #include "core/tensor/safetensors.h"
@@ -85,6 +86,39 @@ TEST(TargetFuzzer, LossesOffTheReferenceWithoutAnErrorAreASilentDivergence) {
   EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::silent_divergence);
   EXPECT_NE(report.findings[0].verdict.message.find("step 0: loss"), std::string::npos)
       << report.findings[0].verdict.message;
+  EXPECT_EQ(report.findings[0].verdict.signature, "silent_divergence in the loss");
+}
+
+TEST(TargetFuzzer, ANanLossIsASilentDivergenceNotABrokenRunner) {
+  // JSON has no NaN: the protocol spells it "nan", and a framework that trains on a NaN loss while
+  // its reference does not has diverged without an error.
+  const AskRunner ask = fake_runner([](const std::string&, nlohmann::json& answer) {
+    answer["framework"]["losses"][0] = "nan";
+    return true;
+  });
+  const TargetFuzzReport report = run_target_fuzz({.cases = 3, .seed = 9, .work_dir = work_dir("nan")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  EXPECT_EQ(report.findings[0].verdict.signature, "silent_divergence in the loss");
+  EXPECT_NE(report.findings[0].verdict.message.find("loss nan"), std::string::npos) << report.findings[0].verdict.message;
+}
+
+TEST(TargetFuzzer, AWrongForwardAndAWrongBackwardAreTwoSilentFindings) {
+  // One planted bug changes the loss (a forward reading a placeholder), the other only the gradient
+  // norm of its last step: one "silent_divergence" signature would let the first hide the second.
+  const AskRunner ask = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    nlohmann::json& side = answer["framework"];
+    if (has_zero_sized_parameter(directory)) {
+      side["losses"][0] = side["losses"][0].get<double>() + 0.01;
+    } else {
+      nlohmann::json& last = side["grad_norms"][side["grad_norms"].size() - 1];
+      last = last.get<double>() * 1.1 + 0.01;
+    }
+    return true;
+  });
+  const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 8, .work_dir = work_dir("two-silent")}, ask);
+  std::set<std::string> signatures;
+  for (const TargetFinding& finding : report.findings) signatures.insert(finding.verdict.signature);
+  EXPECT_EQ(signatures, (std::set<std::string>{"silent_divergence in the loss", "silent_divergence in the gradient norm"}));
 }
 
 TEST(TargetFuzzer, AnAgreeingFrameworkHasNoFindingAndItsCasesAreCleanedUp) {

@@ -36,7 +36,23 @@ struct RunSummary {
   // and a tensor's tolerance widens to 1e-7 over its smallest compared gradient when that exceeds
   // 1e-3. Their steps still count in the losses and gradient norms.
   std::map<std::string, std::vector<float>> gradient_size;
+  // zero3's reference only: how far this case's training moves when its rounding does. AdamW
+  // steps a gradient that is rounding noise (a parameter whose true gradient is ~0) by up to lr
+  // in the noise's direction, and later steps carry that on: an ill-conditioned case may spread
+  // 1e-3 where a well-conditioned one spreads 1e-7. Measured by training again, with the same
+  // global batch summed in other orders (on one rank, and one row per rank) and from initial
+  // weights moved by 2 ulps (frozen ones kept): per step the loss and gradient-norm differences,
+  // per tensor the weight error as first_breach measures it; the largest over the probes.
+  // A breach must exceed kSpreadMargin times it.
+  struct Spread {
+    std::vector<double> losses, grad_norms;
+    std::map<std::string, double> weights;
+  } rounding_spread;
 };
+
+// How many times a case's rounding spread a difference must exceed to count: noise that moved
+// one probe by x may move another run by a few x.
+constexpr double kSpreadMargin = 10.0;
 
 struct TargetTolerance {
   double loss = 1e-5;
@@ -62,13 +78,20 @@ RunSummary zero3_reference_run(const TargetCase& target_case);
 // The case's init weights by name, as write_target_case writes them.
 std::map<std::string, Tensor> initial_weights(const TargetCase& target_case);
 
-// "" when `ours` is within tolerance of `reference`; else the first breach: the step and the
-// values, or the tensor and its error. `gradient_size` (zero3's reference's) selects and weighs
-// the weights compared, as RunSummary says.
-std::string first_breach(const RunSummary& ours, const RunSummary& reference,
-                         const std::map<std::string, Tensor>& initial,
-                         const std::map<std::string, std::vector<float>>& gradient_size = {},
-                         const TargetTolerance& tolerance = {});
+// Where `ours` first leaves `reference`'s tolerance. The quantity tells divergences apart in a
+// finding's signature: a wrong forward shows in the loss, a wrong backward first in the gradient
+// norm (its loss in tolerance), a wrong step only in the final weights.
+struct Breach {
+  std::string quantity;  // "" (within tolerance), "step count", "loss", "gradient norm", "final weights"
+  std::string detail;    // the step and the values, or the tensor and its error
+  bool found() const { return !quantity.empty(); }
+};
+
+// `zero3` (zero3's reference: its gradient_size and rounding_spread) selects and weighs the
+// weights compared and widens each tolerance to kSpreadMargin times the case's rounding spread.
+Breach first_breach(const RunSummary& ours, const RunSummary& reference,
+                    const std::map<std::string, Tensor>& initial, const RunSummary& zero3 = {},
+                    const TargetTolerance& tolerance = {});
 
 // BackendError (exit 4) when the answer is the runner's `error` or not the protocol's shape: a
 // broken runner is never a finding. `runner` names it in that error.

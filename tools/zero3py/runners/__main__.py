@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import sys
+import math
 import tempfile
 import time
 
@@ -19,8 +20,20 @@ TARGETS = ("torch", "deepspeed", "fsdp2")
 INSTALL_HINT = "source tools/lib/diff_venv.sh && zero3_install_diff_venv (then run with $ZERO3_DIFF_VENV/bin/python)"
 
 
+def strict_json(value):
+    """JSON has no NaN or infinity: a non-finite number goes out as the string "nan", "inf" or
+    "-inf" (PROTOCOL.md), so that a framework's NaN loss is a finding, not a broken line."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
+
+
 def say(message, out=sys.stdout):
-    out.write(json.dumps(message) + "\n")
+    out.write(json.dumps(strict_json(message), allow_nan=False) + "\n")
     out.flush()
 
 
@@ -106,6 +119,9 @@ def answer_case(pools, target, request, log_dir):
     pool.submit(directory, framework_weights)
     try:  # in this process while the ranks train: one process, the global batch
         reference = reference_run(case, os.path.join(directory, "reference.final.safetensors"))
+        if case.world > 1:
+            reference["order_probe"] = reference_run(case, os.path.join(directory, "reference.probe.safetensors"),
+                                                     rank_order=True)
     except Unsupported as error:
         reference = {"unsupported": str(error)}
     except Exception as error:  # the reference is judged against zero3's: its failure is an answer too

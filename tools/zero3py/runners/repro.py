@@ -6,8 +6,9 @@ at the case's world size over gloo, exiting 1 when the failure reproduces and 0 
 
 A crash reproduces when some rank's exception message holds the answer's stable fragment (an
 upper-case identifier such as NOT_AVAILABLE, else its longest run of words); a hang or a dying
-rank when a rank gives no answer; a divergence (an ok answer whose losses leave the tolerance)
-when the losses differ from the script's own unsharded run by more than the tolerance.
+rank when a rank gives no answer; a divergence (an ok answer off its reference) when a step's loss
+or gradient norm differs from the script's own unsharded run by more than the tolerance (relative;
+norms below 1e-5 are noise). A divergence script exits 2 when DeepSpeed raises instead.
 The script draws its own seeded weights and data: a report should not need the case's files.
 """
 import json
@@ -18,7 +19,7 @@ from zero3py.runners.targets import deepspeed_config
 from zero3py.runners.training import Unsupported
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repro_template.py.txt")
-# The layer types the inline builder has (every sequential one but moe; raw_scale reading a `param`).
+# The layer types the inline builder has (every sequential one but moe).
 INLINE_TYPES = {"linear", "unused_linear", "tied_linear", "layer_norm", "gelu", "relu", "scale", "bias", "raw_scale",
                 "concat", "repeat", "residual", "sum_residual"}
 
@@ -58,10 +59,8 @@ def inline_gaps(case):
     layers = list(all_layers(case["model"]["layers"]))
     gaps = [f"layer type {t}" for t in sorted({layer["type"] for layer in layers} - INLINE_TYPES)]
     raw = [layer for layer in layers if layer["type"] == "raw_scale"]
-    if any("param" not in layer for layer in raw):
-        gaps.append("raw_scale with its own shape (the script's reads another layer's param)")
-    if raw and case["torch"]["raw_access"] != "cached_reference":
-        gaps.append(f"raw_access {case['torch']['raw_access']} (the script caches the Parameter)")
+    if raw and case["torch"]["raw_access"] not in ("cached_reference", "own_forward"):
+        gaps.append(f"raw_access {case['torch']['raw_access']} (the script reads a cached Parameter or its owner's attribute)")
     if case["zero"]["leaf_modules"]:
         gaps.append(f"leaf_modules {case['zero']['leaf_modules']}")
     return gaps
@@ -85,7 +84,7 @@ def write_repro(case_directory, answer, path, versions="", divergence_tolerance=
     values = {"TITLE": title, "VERSIONS": versions or "torch and DeepSpeed", "NAME": os.path.basename(path),
               "SPEC": repr(model["layers"]), "INPUT_WIDTH": model["input_width"], "LOSS": repr(model["loss"]),
               "WORLD": case["world"], "STEPS": case["steps"], "GAS": case["gas"], "MICRO": case["micro_batch"],
-              "RAW_GRADIENT": case["torch"]["raw_gradient"], "EXPECT": repr(expect),
+              "RAW_GRADIENT": case["torch"]["raw_gradient"], "RAW_ACCESS": repr(case["torch"]["raw_access"]), "EXPECT": repr(expect),
               "ADAMW": repr({"lr": hyper["lr"], "betas": tuple(hyper["betas"]), "eps": hyper["eps"],
                              "weight_decay": hyper["weight_decay"]}),
               "CONFIG": repr(deepspeed_config(Settings))}

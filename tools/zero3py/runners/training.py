@@ -105,18 +105,28 @@ def final_weights(named_params, prefix=""):
     return {name[len(prefix):]: p.detach().float().clone() for name, p in named_params if name.startswith(prefix)}
 
 
-def reference_run(case, out_path):
+def reference_run(case, out_path, rank_order=False):
     """The unsharded reference: the global batch of W ranks in one process; per micro-step the mean
     loss over its rows (the mean of the ranks' means, as every rank has B rows) / gas, gradients
     accumulated; the step's loss is the mean of its micro-step losses. Returns losses, norms and
-    writes the final weights to out_path."""
+    writes the final weights to out_path. With `rank_order`, each rank's B rows get their own
+    forward and a backward of loss / (gas W): the same math summed in the frameworks' order, whose
+    distance from the plain run is the case's rounding spread on these kernels (PROTOCOL.md)."""
     model = build_case_model(case)
     params = trainable(model)
 
     def micro_step(step, micro):
-        loss, reported = model.loss(*case.global_batch(step, micro))
-        backward(loss / case.gas)
-        return reported
+        inputs, targets = case.global_batch(step, micro)
+        if not rank_order:
+            loss, reported = model.loss(inputs, targets)
+            backward(loss / case.gas)
+            return reported
+        rows, total = case.micro_batch, 0.0
+        for rank in range(case.world):
+            loss, reported = model.loss(inputs[rank * rows:(rank + 1) * rows], targets[rank * rows:(rank + 1) * rows])
+            backward(loss / (case.gas * case.world))
+            total += reported
+        return total / case.world
 
     losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step)
     write_safetensors(out_path, final_weights(model.named_parameters()))
