@@ -109,20 +109,6 @@ std::string rank_failures(const nlohmann::json& ranks, std::string* signature) {
   return text;
 }
 
-// The two references run different kernels (torch's and zero3's), so a gradient that is rounding
-// noise (a layer_norm weight over one feature, a logit shift under cross-entropy) is different
-// noise on each side, which AdamW turns into steps of up to lr and later steps carry on; zero3's
-// rounding probe cannot see torch's noise. A model or optimizer that differs shows at the first
-// step (its loss, its gradient norm, and the weights of a one-step case), so only that is held
-// to the references' agreement. The framework is held to every step: it runs the runner's kernels.
-RunSummary first_step_view(const RunSummary& run) {
-  RunSummary view = run;
-  view.losses.resize(std::min<size_t>(view.losses.size(), 1));
-  view.grad_norms.resize(std::min<size_t>(view.grad_norms.size(), 1));
-  if (run.losses.size() > 1) view.weights.clear();
-  return view;
-}
-
 std::string describe(const Breach& breach) {
   return breach.quantity == "loss" || breach.quantity == "gradient norm" ? breach.detail
                                                                          : breach.quantity + ": " + breach.detail;
@@ -193,7 +179,11 @@ std::string write_nudged_weights(const TargetCase& target_case, const std::set<s
   for (const auto& [name, tensor] : initial_weights(target_case)) {
     std::vector<float> values = tensor.to_floats();
     if (!frozen.contains(name)) {
-      for (float& value : values) value *= (random() & 1) != 0 ? 1.0f + 0x1p-22f : 1.0f - 0x1p-22f;
+      for (float& value : values) {
+        // 2 ulps of the value; a zero (biases start at 0) by 2^-30, about 1e-9.
+        const float step = value != 0.0f ? std::abs(value) * 0x1p-22f : 0x1p-30f;
+        value += (random() & 1) != 0 ? step : -step;
+      }
     }
     tensors.push_back({name, Tensor::from_values(tensor.shape(), values)});
   }
@@ -393,11 +383,24 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
               .message = "the framework trained without an error, off its unsharded reference: " + describe(divergence),
               .signature = "silent_divergence in the " + divergence.quantity};
     }
+    // Against the runner's float64 run when there is one: zero3's f32 may be as far from it as
+    // torch's f32 is, ten times over. The two f32 runs use different kernels, so a gradient that
+    // is rounding noise (a layer_norm over features with zero variance, a logit shift under
+    // cross-entropy) is different noise on each side, which AdamW steps by up to lr and later
+    // steps carry on; zero3's probes cannot see torch's noise, but torch's distance from the
+    // exact run measures it.
+    RunSummary exact_judge = zero3_reference;
+    const bool has_exact = reference_side.contains("float64");
+    const RunSummary exact = has_exact ? summary_of(reference_side.at("float64")) : reference;
+    if (has_exact) {
+      widen_spread(exact_judge.rounding_spread, reference, exact, initial, zero3_reference.gradient_size);
+    }
     const Breach disagreement =
-        first_breach(first_step_view(reference), first_step_view(zero3_reference), initial, zero3_reference);
+        first_breach(exact, zero3_reference, initial, exact_judge);
     if (disagreement.found()) {
       return {.kind = TargetVerdictKind::reference_disagreement,
-              .message = "the runner's unsharded reference against zero3's DDP reference: " + describe(disagreement),
+              .message = std::string(has_exact ? "the runner's float64 reference" : "the runner's unsharded reference") +
+                         " against zero3's DDP reference: " + describe(disagreement),
               .signature = "reference_disagreement in the " + disagreement.quantity};
     }
     return verdict;

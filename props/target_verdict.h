@@ -41,7 +41,7 @@ struct RunSummary {
   // in the noise's direction, and later steps carry that on: an ill-conditioned case may spread
   // 1e-3 where a well-conditioned one spreads 1e-7. Measured by training again, with the same
   // global batch summed in other orders (on one rank, and one row per rank) and from initial
-  // weights moved by 2 ulps (frozen ones kept): per step the loss and gradient-norm differences,
+  // weights moved by 2 ulps (zeros by 2^-30; frozen ones kept): per step the loss and gradient-norm differences,
   // per tensor the weight error as first_breach measures it; the largest over the probes.
   // A breach must exceed kSpreadMargin times it.
   struct Spread {

@@ -3,10 +3,16 @@ its C++ twin; torch_model.build_layers assembles them from a spec. Works on torc
 oracle's Debian torch) and on the runners' torch 2.x.
 
 Parameters may be bf16; they are used widened to f32 (zero3 computes an op with an f32 operand in
-f32, and a sequential model's inputs are f32).
+f32, and a sequential model's inputs are f32). A float64 model (the runners' exact reference)
+computes in float64 throughout.
 """
 import torch
 import torch.nn.functional as F
+
+def widened(t):
+    """A parameter as the ops use it: bf16 and f16 widened to f32; f32 and f64 as they are."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
 
 # How a raw_scale layer reaches the parameter it reads (torch_model's module docstring says why).
 RAW_ACCESS = ("cached_reference", "own_forward", "parent_attribute", "external_parameter")
@@ -16,7 +22,7 @@ class Linear(torch.nn.Linear):
     """zero3's Linear [out, in]; a bf16 parameter is used widened, as zero3's f32-input ops use it."""
 
     def forward(self, x):
-        return F.linear(x, self.weight.float(), None if self.bias is None else self.bias.float())
+        return F.linear(x, widened(self.weight), None if self.bias is None else widened(self.bias))
 
 
 class UnusedLinear(Linear):
@@ -28,7 +34,7 @@ class UnusedLinear(Linear):
 
 class LayerNorm(torch.nn.LayerNorm):
     def forward(self, x):  # eps 1e-5 as core/nn/layer_norm.h
-        return F.layer_norm(x, self.normalized_shape, self.weight.float(), self.bias.float(), self.eps)
+        return F.layer_norm(x, self.normalized_shape, widened(self.weight), widened(self.bias), self.eps)
 
 
 class Act(torch.nn.Module):
@@ -83,8 +89,8 @@ class TiedLinear(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(out)) if bias else None
 
     def forward(self, x):
-        weight = self.target.weight.float()
-        return F.linear(x, weight.t() if self.transpose else weight, None if self.bias is None else self.bias.float())
+        weight = widened(self.target.weight)
+        return F.linear(x, weight.t() if self.transpose else weight, None if self.bias is None else widened(self.bias))
 
 
 def broadcast_apply(x, p, declared_shape, add):
@@ -103,7 +109,7 @@ class Scale(torch.nn.Module):
         self.scale = torch.nn.Parameter(torch.ones(shape))
 
     def forward(self, x):
-        return broadcast_apply(x, self.scale.float(), self.scale.shape, add=False)
+        return broadcast_apply(x, widened(self.scale), self.scale.shape, add=False)
 
 
 class Bias(torch.nn.Module):
@@ -112,7 +118,7 @@ class Bias(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(shape))
 
     def forward(self, x):
-        return broadcast_apply(x, self.bias.float(), self.bias.shape, add=True)
+        return broadcast_apply(x, widened(self.bias), self.bias.shape, add=True)
 
 
 class RawScale(torch.nn.Module):
@@ -147,7 +153,7 @@ class RawScale(torch.nn.Module):
             p = self.cached
         else:
             p = getattr(self.owner, self.local_name)
-        p = p.float() if self.gradient else p.detach().float()
+        p = widened(p) if self.gradient else widened(p.detach())
         return broadcast_apply(x, p, self.declared_shape, add=False)
 
 

@@ -9,10 +9,10 @@ command line); the answer to a case is never an exit status.
 """
 import argparse
 import json
+import math
 import os
 import platform
 import sys
-import math
 import tempfile
 import time
 
@@ -95,6 +95,8 @@ def rank_summary(answers):
 
 def answer_case(pools, target, request, log_dir):
     """One request -> one answer (PROTOCOL.md, "Answers")."""
+    import torch
+
     from zero3py.runners.case import CaseError, read_case
     from zero3py.runners.pool import RankPool, RunnerError
     from zero3py.runners.training import Unsupported, reference_run
@@ -122,6 +124,8 @@ def answer_case(pools, target, request, log_dir):
         if case.world > 1:
             reference["order_probe"] = reference_run(case, os.path.join(directory, "reference.probe.safetensors"),
                                                      rank_order=True)
+        reference["float64"] = reference_run(case, os.path.join(directory, "reference.float64.safetensors"),
+                                             dtype=torch.float64)
     except Unsupported as error:
         reference = {"unsupported": str(error)}
     except Exception as error:  # the reference is judged against zero3's: its failure is an answer too

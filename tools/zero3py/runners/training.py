@@ -105,18 +105,20 @@ def final_weights(named_params, prefix=""):
     return {name[len(prefix):]: p.detach().float().clone() for name, p in named_params if name.startswith(prefix)}
 
 
-def reference_run(case, out_path, rank_order=False):
+def reference_run(case, out_path, rank_order=False, dtype=torch.float32):
     """The unsharded reference: the global batch of W ranks in one process; per micro-step the mean
     loss over its rows (the mean of the ranks' means, as every rank has B rows) / gas, gradients
     accumulated; the step's loss is the mean of its micro-step losses. Returns losses, norms and
     writes the final weights to out_path. With `rank_order`, each rank's B rows get their own
     forward and a backward of loss / (gas W): the same math summed in the frameworks' order, whose
-    distance from the plain run is the case's rounding spread on these kernels (PROTOCOL.md)."""
-    model = build_case_model(case)
+    distance from the plain run is the case's rounding spread on these kernels (PROTOCOL.md). With
+    `dtype` float64, the model, data and optimizer compute in float64: the exact run that tells
+    which of two f32 runs rounding moved, and how far (PROTOCOL.md, `float64`)."""
+    model = build_case_model(case).to(dtype)
     params = trainable(model)
 
     def micro_step(step, micro):
-        inputs, targets = case.global_batch(step, micro)
+        inputs, targets = (t.to(dtype) if t.is_floating_point() else t for t in case.global_batch(step, micro))
         if not rank_order:
             loss, reported = model.loss(inputs, targets)
             backward(loss / case.gas)
