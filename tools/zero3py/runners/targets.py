@@ -107,13 +107,23 @@ def train_deepspeed(case, rank, world, weights_path):
 
 
 def train_fsdp2(case, rank, world, weights_path):
-    """PyTorch's fully_shard (FSDP2) on every layer with parameters and the root, over gloo on CPU
+    """PyTorch's fully_shard (FSDP2) on every leaf module, every other layer with parameters and the root, over gloo on CPU
     (gloo's reduce_scatter: PyTorch PR #149869). Gradients come back as DTensors."""
     from torch.distributed.fsdp import fully_shard
     model = build_case_model(case)
     wrapped = TrainingLoss(model)
+    # zero3's leaf_modules as FSDP2 users write them: the leaf is one fully_shard unit over its whole
+    # subtree (an MoE's experts gathered together), and nothing inside it is sharded apart.
+    names = case.zero["leaf_modules"]
+    classes = tuple(LAYER_CLASSES[n] for n in names if n in LAYER_CLASSES)
+    leaves = [m for name, m in model.named_modules() if (classes and isinstance(m, classes)) or name in names]
+    inside = {id(sub) for leaf in leaves for sub in leaf.modules() if sub is not leaf}
+    for leaf in leaves:
+        if id(leaf) not in inside:  # a leaf inside another leaf is part of that unit
+            fully_shard(leaf, reshard_after_forward=True)
+    inside.update(id(leaf) for leaf in leaves)
     for module in model.modules():
-        if module is not model and any(True for _ in module.parameters(recurse=False)):
+        if module is not model and id(module) not in inside and any(True for _ in module.parameters(recurse=False)):
             fully_shard(module, reshard_after_forward=True)
     fully_shard(wrapped, reshard_after_forward=True)
     params = trainable(model)
