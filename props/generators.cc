@@ -131,8 +131,8 @@ rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options,
     std::vector<LayerDraw> draws = *gen_layer_draws(world, options, 0);
     if (trap_motif && options.raw_foreign && *gen_weighted_element<bool>({{1, false}, {1, true}})) {
       // The body opens with a column for the read to find ([n, 1], frozen half the time, as an
-      // adapter's frozen base weight), then any layers.
-      // Each part of the motif shrinks away on its own, and the container into its body.
+      // adapter's frozen base weight), then any layers. Each part shrinks away on its own, and
+      // the container into its body.
       LayerDraw motif{.kind = LayerKind::sum_residual, .splice = *gen_splice()};
       const LayerDraw column{.kind = LayerKind::scale, .size = *gen_dimension(world), .pick = 1,
                              .frozen = *gen_weighted_element<bool>({{1, false}, {1, true}})};

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rapidcheck.h>
@@ -57,6 +57,7 @@ rc::Gen<T> gen_weighted_element(std::initializer_list<std::pair<std::size_t, T>>
         [elements](std::size_t i) { return elements[i]; });
   });
 }
+
 // 0, 1, primes, world - 1, world, world + 1, or small; never above world + 1 or 13.
 rc::Gen<int64_t> gen_dimension(int world);
 // 1..max_ranks, mostly small; max_ranks itself comes up too.

@@ -1,12 +1,13 @@
 // Judging runner answers (target_verdict.h).
 #include "props/target_verdict.h"
 
-#include <cmath>
-#include <filesystem>
-#include <random>
 #include <unistd.h>
+
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <random>
 #include <regex>
 #include <set>
 
@@ -63,7 +64,6 @@ WeightError weight_error(const Tensor& ours, const Tensor& reference, const Tens
   return result;
 }
 
-// A runner's side of an answer: {"losses", "grad_norms", "weights": PATH}.
 // A loss or norm: a number, or "nan", "inf", "-inf" (JSON has no non-finite numbers).
 double protocol_number(const nlohmann::json& value) {
   if (value.is_string()) {
@@ -74,6 +74,7 @@ double protocol_number(const nlohmann::json& value) {
   return value.get<double>();  // anything else: json's type_error, a broken runner
 }
 
+// A runner's side of an answer: {"losses", "grad_norms", "weights": PATH}.
 RunSummary summary_of(const nlohmann::json& side) {
   RunSummary summary;
   for (const auto& loss : side.at("losses")) summary.losses.push_back(protocol_number(loss));
@@ -171,12 +172,21 @@ std::set<std::string> frozen_parameters(const TargetCase& target_case) {
   return frozen;
 }
 
-// The initial weights with every trainable element moved 2 ulps up or down (seeded), written
-// where run_distributed's init_from reads them; the caller removes the file.
-std::string write_nudged_weights(const TargetCase& target_case, const std::set<std::string>& frozen) {
+// A file removed when this goes out of scope (an empty path: none).
+struct RemovedOnExit {
+  std::string path;
+  ~RemovedOnExit() {
+    if (!path.empty()) std::filesystem::remove(path);
+  }
+};
+
+// `initial` with every trainable element moved 2 ulps up or down (seeded), written where
+// run_distributed's init_from reads them; the caller removes the file.
+std::string write_nudged_weights(const TargetCase& target_case, const std::map<std::string, Tensor>& initial,
+                                 const std::set<std::string>& frozen) {
   std::mt19937_64 random(target_case.run.seed);
   std::vector<NamedTensor> tensors;
-  for (const auto& [name, tensor] : initial_weights(target_case)) {
+  for (const auto& [name, tensor] : initial) {
     std::vector<float> values = tensor.to_floats();
     if (!frozen.contains(name)) {
       for (float& value : values) {
@@ -264,15 +274,8 @@ RunSummary zero3_reference_run(const TargetCase& target_case) {
   if (rows > 1 && rows != world) probes.push_back({.world = static_cast<int>(rows), .micro_batch = 1, .nudged = false});
   probes.push_back({.world = 0, .micro_batch = 0, .nudged = true});
   for (const Probe& probe : probes) {
-    const std::string nudged = probe.nudged ? write_nudged_weights(target_case, frozen) : "";
-    RunSummary moved;
-    try {
-      moved = summary_of(zero3_reference_result(target_case, probe, nudged));
-    } catch (...) {
-      if (!nudged.empty()) std::filesystem::remove(nudged);
-      throw;
-    }
-    if (!nudged.empty()) std::filesystem::remove(nudged);
+    const RemovedOnExit nudged{probe.nudged ? write_nudged_weights(target_case, initial, frozen) : ""};
+    const RunSummary moved = summary_of(zero3_reference_result(target_case, probe, nudged.path));
     widen_spread(summary.rounding_spread, moved, summary, initial, summary.gradient_size);
   }
   return summary;
@@ -395,8 +398,7 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     if (has_exact) {
       widen_spread(exact_judge.rounding_spread, reference, exact, initial, zero3_reference.gradient_size);
     }
-    const Breach disagreement =
-        first_breach(exact, zero3_reference, initial, exact_judge);
+    const Breach disagreement = first_breach(exact, zero3_reference, initial, exact_judge);
     if (disagreement.found()) {
       return {.kind = TargetVerdictKind::reference_disagreement,
               .message = std::string(has_exact ? "the runner's float64 reference" : "the runner's unsharded reference") +
