@@ -1,5 +1,6 @@
 // `zero3 replay TRACE`: shape replay of a trace through the ZeRO-3 engine (memory, communication,
 // predicted step time, checks, timelines) or functional replay of a fuzzer counterexample.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -14,6 +15,7 @@
 #include "traces/replay.h"
 #include "traces/replay_report.h"
 #include "traces/timeline.h"
+#include "traces/trace_scaling.h"
 
 namespace zero3 {
 
@@ -29,6 +31,9 @@ struct ReplayFlags {
   std::string report_path;
   std::string mode = "auto";
   bool full_simulation = false;
+  int64_t micro_batch = 0;  // 0: the config's, else the trace's
+  int64_t seq_len = 0;      // 0: the trace's
+  int64_t gas = 0;          // 0: the config's, else the trace's
 };
 
 // The config: --config, else the one the trace was recorded with, else defaults in the trace's dtype.
@@ -49,6 +54,55 @@ TrainConfig replay_config(const ReplayFlags& flags, const Trace& trace) {
   }
   for (const std::string& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   return config;
+}
+
+// One setting of the replayed run and where it came from, for the banner.
+struct Chosen {
+  int64_t value = 0;
+  std::string origin{};
+};
+
+Chosen choose(int64_t flag, const char* flag_name, SettingOrigin origin, int64_t from_file, const char* key,
+              int64_t from_trace) {
+  if (flag > 0) return {flag, flag_name};
+  if (origin == SettingOrigin::file) return {from_file, std::string("config ") + key};
+  const std::string trace_origin = origin == SettingOrigin::file_auto ? "\"auto\": the trace's" : "the trace's";
+  return {from_trace, trace_origin};
+}
+
+// The run the replay predicts: micro-batch, sequence length, accumulation and precision, each from
+// a flag, else the config file, else the trace (never a default that silently differs from the
+// trace), printed on one line. Returns the trace rescaled to that run (trace_scaling.h).
+Trace trace_for_the_run(const ReplayFlags& flags, const Trace& trace, TrainConfig& config) {
+  const Chosen batch = choose(flags.micro_batch, "--micro-batch", config.micro_batch_origin, config.micro_batch_size,
+                              "train_micro_batch_size_per_gpu", trace.batch);
+  const Chosen seq_len = choose(flags.seq_len, "--seq-len", SettingOrigin::unset, 0, "", trace.seq_len);
+  int64_t recorded_micro_steps = 1;
+  for (const TraceStep& step : trace.steps) recorded_micro_steps = std::max(recorded_micro_steps, micro_steps_of(step));
+  const Chosen gas = choose(flags.gas, "--gas", config.gas_origin, config.gradient_accumulation_steps,
+                            "gradient_accumulation_steps", recorded_micro_steps);
+  const Trace run = rescale_trace(trace, {.batch = batch.value, .seq_len = seq_len.value, .micro_steps = gas.value},
+                                  flags.trace_path);
+  std::string precision_origin = "config bf16.enabled";
+  if (config.precision_origin != SettingOrigin::file) {
+    config.bf16 = trace.dtype == "bf16";
+    precision_origin = config.precision_origin == SettingOrigin::file_auto ? "\"auto\": the trace's dtype" : "the trace's dtype";
+  }
+  if (run.batch > 0) config.micro_batch_size = run.batch;
+  config.gradient_accumulation_steps = gas.value;
+  if (run.batch > 0) {
+    std::printf("run: micro-batch %lld (%s) x seq_len %lld (%s) = %lld tokens per rank and micro-step",
+                static_cast<long long>(run.batch), batch.origin.c_str(), static_cast<long long>(run.seq_len),
+                seq_len.origin.c_str(), static_cast<long long>(run.tokens));
+  } else {
+    std::printf("run: %lld tokens per rank and micro-step (the trace's; it does not say its batch and seq_len)",
+                static_cast<long long>(run.tokens));
+  }
+  std::printf("; %lld micro-step%s per step (%s); %s compute (%s)\n", static_cast<long long>(gas.value),
+              gas.value == 1 ? "" : "s", gas.origin.c_str(), config.bf16 ? "bf16" : "f32", precision_origin.c_str());
+  const std::string resolved = auto_resolutions(config);
+  if (!resolved.empty()) std::printf("config \"auto\" resolved: %s\n", resolved.c_str());
+  return run;
 }
 
 // The fuzzer's properties, checked by the fuzzer's own code, so that a counterexample's message is
@@ -101,10 +155,11 @@ void write_outputs(const ReplayFlags& flags, const Trace& trace, const ShapeRepl
   }
 }
 
-void replay_shapes(const ReplayFlags& flags, const Trace& trace) {
+void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   ReplayOptions options;
-  options.world = replay_world(trace, flags.ranks);
-  options.config = replay_config(flags, trace);
+  options.world = replay_world(recorded, flags.ranks);
+  options.config = replay_config(flags, recorded);
+  const Trace trace = trace_for_the_run(flags, recorded, options.config);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = flags.hardware.empty() ? default_hardware() : load_hardware(flags.hardware, options.world);
   options.hardware = hardware.profile;
@@ -148,6 +203,17 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--ranks", flags->ranks, "world size (default: the trace's recorded world, else 1)")
       ->check(CLI::Range(1, 1 << 20));
   command->add_option("--config", flags->config_path, "a DeepSpeed-style ds_config.json (default: the trace's own)");
+  command->add_option("--micro-batch", flags->micro_batch,
+                      "sequences per rank and micro-step: activations and flops rescaled from the trace's batch "
+                      "(default: the config's train_micro_batch_size_per_gpu, else the trace's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  command->add_option("--seq-len", flags->seq_len,
+                      "tokens per sequence: activations and flops rescaled, attention's quadratic parts by its square "
+                      "(default: the trace's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  command->add_option("--gas", flags->gas,
+                      "micro-steps per optimizer step (default: the config's gradient_accumulation_steps, else the trace's)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command->add_option("--hardware", flags->hardware, "a profile in traces/hardware (h100, h200, a100) or a JSON file");
   command->add_option("--timeline", flags->timeline_path, "write a Chrome trace JSON timeline here");
   command->add_option("--timeline-svg", flags->svg_path, "write the timeline as an SVG picture here");

@@ -47,6 +47,8 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
               static_cast<long long>(config.micro_batch_size), static_cast<long long>(config.gradient_accumulation_steps),
               config.adamw.lr, config.adamw.beta1, config.adamw.beta2, config.adamw.weight_decay,
               config.gradient_clipping, config.bf16 ? "on" : "off", config.zero.stage);
+  const std::string resolved = auto_resolutions(config);
+  if (!resolved.empty()) std::printf("  \"auto\" in %s resolved from flags and defaults: %s\n", options.config_path.c_str(), resolved.c_str());
   std::printf("  data: %s\n", built.data->description().c_str());
   std::printf("  seed=%llu replay: %s\n", static_cast<unsigned long long>(options.seed), replay_command(options).c_str());
   std::fflush(stdout);

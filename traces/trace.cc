@@ -86,6 +86,10 @@ uint64_t stream_hash(const EventStream& stream) {
       hash.add_u64(static_cast<uint64_t>(static_cast<uint32_t>(event.param)));
       hash.add_u64(flops_bits);
       hash.add_u64(static_cast<uint64_t>(event.activation_bytes));
+      uint64_t quadratic_bits = 0;
+      std::memcpy(&quadratic_bits, &event.flops_quadratic, sizeof quadratic_bits);
+      hash.add_u64(quadratic_bits);
+      hash.add_u64(static_cast<uint64_t>(event.activation_quadratic_bytes));
     }
   }
   return hash.value();
@@ -127,6 +131,14 @@ nlohmann::json number(double value) {
   return value;
 }
 
+// A number when all of it grows with tokens, else {"linear", "quadratic"} (FORMAT.md).
+nlohmann::json amount(double total, double quadratic) {
+  if (quadratic <= 0.0) return number(total);
+  nlohmann::json out = {{"quadratic", number(quadratic)}};
+  if (total > quadratic) out["linear"] = number(total - quadratic);
+  return out;
+}
+
 nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
   auto module = [&] { return event.module < 0 ? std::string() : trace.modules[static_cast<size_t>(event.module)].name; };
   nlohmann::json out = nlohmann::json::array({event_kind_name(event.kind)});
@@ -134,8 +146,13 @@ nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
     case EventKind::enter:
     case EventKind::call:
       out.push_back(module());
-      if (event.flops >= 0.0 || event.activation_bytes > 0) out.push_back(event.flops >= 0.0 ? number(event.flops) : nullptr);
-      if (event.activation_bytes > 0) out.push_back(event.activation_bytes);
+      if (event.flops >= 0.0 || event.activation_bytes > 0) {
+        out.push_back(event.flops >= 0.0 ? amount(event.flops, event.flops_quadratic) : nullptr);
+      }
+      if (event.activation_bytes > 0) {
+        out.push_back(amount(static_cast<double>(event.activation_bytes),
+                             static_cast<double>(event.activation_quadratic_bytes)));
+      }
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:
@@ -188,6 +205,10 @@ nlohmann::json trace_to_json(const Trace& trace) {
                         {"dtype", trace.dtype}};
   if (trace.world > 0) out["world"] = trace.world;
   if (trace.tokens > 0) out["tokens"] = trace.tokens;
+  if (trace.batch > 0) {
+    out["batch"] = trace.batch;
+    out["seq_len"] = trace.seq_len;
+  }
   if (trace.has_events() || !trace.params.empty()) {
     out["modules"] = nlohmann::json::array();
     for (const TraceModule& module : trace.modules) out["modules"].push_back({module.name, module.type});

@@ -48,6 +48,10 @@ struct TraceEvent {
   double flops = -1.0;           // enter / call: the module's own forward flops; < 0: derive from shapes
   int64_t activation_bytes = 0;  // enter / call: bytes it saves for backward; backward: bytes of
                                  // the ops outside every module (the loss), held until it ends
+  // The parts of the two above that grow with batch x seq_len^2 (attention scores), not with
+  // tokens: what a rescaled replay (trace_scaling.h) scales by the sequence length once more.
+  double flops_quadratic = 0.0;
+  int64_t activation_quadratic_bytes = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 
@@ -106,6 +110,8 @@ struct Trace {
   std::string dtype = "bf16";   // the parameters' dtype unless one says otherwise
   int world = 0;                // ranks it was recorded at (0: not recorded)
   int64_t tokens = 0;           // tokens per rank and micro-step, for flops derived from shapes
+  int64_t batch = 0;            // sequences per rank and micro-step the amounts were recorded at (0: unknown)
+  int64_t seq_len = 0;          // tokens per sequence (0: unknown); batch * seq_len == tokens
   std::vector<TraceModule> modules{};
   std::vector<TraceParam> params{};
   std::vector<TraceStep> steps{};

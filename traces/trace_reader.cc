@@ -13,7 +13,7 @@ namespace zero3 {
 
 namespace {
 
-const std::vector<std::string> kTopLevelKeys = {"zero3_trace", "source", "name", "dtype", "world", "tokens",
+const std::vector<std::string> kTopLevelKeys = {"zero3_trace", "source", "name", "dtype", "world", "tokens", "batch", "seq_len",
                                                 "notes", "modules", "params", "steps", "collectives",
                                                 "model_spec", "run", "expected"};
 const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "f64", "i8", "u8", "i32", "i64", "bool", "fp8"};
@@ -24,6 +24,38 @@ constexpr int64_t kCountMax = int64_t{1} << 50;
 // about 100 MB, where the input fuzz found a repeat of 2^20 taking minutes and gigabytes.
 constexpr int64_t kReplayedStepsMax = 10'000;
 
+// An event's flops or activation bytes: a number (grows with tokens) or {"linear", "quadratic"},
+// the quadratic part growing with batch x seq_len^2 (FORMAT.md, "Batch and sequence length").
+struct Amount {
+  double linear = 0.0;
+  double quadratic = 0.0;
+};
+
+Amount read_amount(const JsonReader& node, double max) {
+  if (!node.json().is_object()) return {.linear = node.as_number(0.0, max)};
+  node.expect_only_keys({"linear", "quadratic"});
+  Amount amount;
+  if (node.has("linear")) amount.linear = node.at("linear").as_number(0.0, max);
+  if (node.has("quadratic")) amount.quadratic = node.at("quadratic").as_number(0.0, max);
+  if (amount.linear + amount.quadratic > max) node.fail("a total of at most " + std::to_string(max));
+  return amount;
+}
+
+// batch and seq_len come together, and agree with tokens when it is given.
+void read_run_shape(const JsonReader& root, Trace& trace) {
+  if (root.has("batch") != root.has("seq_len")) {
+    root.at(root.has("batch") ? "batch" : "seq_len").fail("\"batch\" and \"seq_len\" given together");
+  }
+  if (!root.has("batch")) return;
+  trace.batch = root.at("batch").as_int(1, kCountMax);
+  trace.seq_len = root.at("seq_len").as_int(1, kCountMax);
+  if (trace.batch > kCountMax / trace.seq_len) root.at("seq_len").fail("batch x seq_len at most 2^50");
+  if (!root.has("tokens")) trace.tokens = trace.batch * trace.seq_len;
+  if (trace.tokens != trace.batch * trace.seq_len) {
+    root.at("tokens").fail("batch x seq_len = " + std::to_string(trace.batch * trace.seq_len));
+  }
+}
+
 struct Names {
   std::unordered_map<std::string, int32_t> modules;
   std::unordered_map<std::string, int32_t> params;
@@ -31,7 +63,15 @@ struct Names {
 
 // A newer trace may mean something this build would silently get wrong, so it is refused.
 void check_version(const JsonReader& root) {
-  if (!root.has("zero3_trace")) root.fail("a zero3 trace: an object with \"zero3_trace\": 1");
+  if (root.has("zero3_model_spec")) {
+    root.fail("a zero3 trace, not a model spec: record one with `zero3 train --backend sim --model SPEC.json "
+              "--steps 1 --record TRACE.json` (or, for a PyTorch or Hugging Face model, tools/record_torch_trace.py), "
+              "then replay TRACE.json");
+  }
+  if (!root.has("zero3_trace")) {
+    root.fail("a zero3 trace: an object with \"zero3_trace\": 1 (tools/record_torch_trace.py records one from a "
+              "PyTorch model, `zero3 train --record` from a zero3 run)");
+  }
   const JsonReader version = root.at("zero3_trace");
   const int64_t value = version.as_int(1, std::numeric_limits<int32_t>::max());
   if (value > kTraceVersion) {
@@ -125,8 +165,16 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
     case EventKind::call:
       expect_size(2, 4, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?]");
       event.module = module_ref(node.at(1), names, false);
-      if (size > 2 && !node.at(2).json().is_null()) event.flops = node.at(2).as_number(0.0, 1e30);
-      if (size > 3) event.activation_bytes = node.at(3).as_int(0, kCountMax);
+      if (size > 2 && !node.at(2).json().is_null()) {
+        const Amount flops = read_amount(node.at(2), 1e30);
+        event.flops = flops.linear + flops.quadratic;
+        event.flops_quadratic = flops.quadratic;
+      }
+      if (size > 3) {
+        const Amount bytes = read_amount(node.at(3), static_cast<double>(kCountMax));
+        event.activation_bytes = static_cast<int64_t>(bytes.linear + bytes.quadratic);
+        event.activation_quadratic_bytes = static_cast<int64_t>(bytes.quadratic);
+      }
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:
@@ -202,6 +250,7 @@ Trace read_trace(const nlohmann::json& json, const std::string& source) {
   if (root.has("dtype")) trace.dtype = root.at("dtype").as_choice({"f32", "bf16"});
   if (root.has("world")) trace.world = static_cast<int>(root.at("world").as_int(1, 1 << 20));
   if (root.has("tokens")) trace.tokens = root.at("tokens").as_int(0, kCountMax);
+  read_run_shape(root, trace);
   Names names;
   const bool shape_mode = root.has("steps");
   if (shape_mode || root.has("modules") || root.has("params")) {

@@ -214,7 +214,9 @@ Trace record_training_trace(const DistributedRunOptions& options, const nlohmann
   trace.name = shape.spec.value("name", options.model);
   trace.world = options.world;
   const int64_t context = shape.spec.value("kind", "") == "gpt" ? shape.spec.value("context", int64_t{1}) : 1;
-  trace.tokens = options.config.micro_batch_size * context;
+  trace.batch = options.config.micro_batch_size;
+  trace.seq_len = context;
+  trace.tokens = trace.batch * trace.seq_len;
   // A run section replays functionally on synthetic data only; a data file is not part of the trace.
   if (!options.data_file.empty()) return trace;
   trace.run = TraceRun{.model_spec = shape.spec, .world = options.world, .seed = options.seed, .steps = options.steps,

@@ -1,6 +1,7 @@
 // DeepSpeed-style config parsing with range checks and unknown-key warnings.
 #include "core/training/train_config.h"
 
+#include <charconv>
 #include <limits>
 
 #include "core/base/errors.h"
@@ -14,8 +15,34 @@ constexpr int64_t kElementsMax = std::numeric_limits<int64_t>::max() / 8;
 
 // Keys of a DeepSpeed config that zero3 reads; anything else is reported, never silently used.
 const std::vector<std::string> kTopLevelKeys = {
-    "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping", "bf16",
+    "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping", "bf16", "fp16",
     "optimizer", "zero_optimization"};
+
+// Where Hugging Face Trainer writes "auto" (its ds_config templates), filling them from its own
+// arguments; zero3 fills them from its flags, the trace or its defaults, and prints what it chose.
+const std::vector<std::string> kAutoPaths = {
+    "/train_micro_batch_size_per_gpu", "/gradient_accumulation_steps", "/gradient_clipping", "/bf16/enabled",
+    "/fp16/enabled", "/optimizer/params/lr", "/optimizer/params/betas", "/optimizer/params/eps",
+    "/optimizer/params/weight_decay", "/zero_optimization/reduce_bucket_size",
+    "/zero_optimization/stage3_prefetch_bucket_size", "/zero_optimization/stage3_param_persistence_threshold"};
+
+bool contains(const std::vector<std::string>& list, const std::string& item) {
+  for (const std::string& entry : list) {
+    if (entry == item) return true;
+  }
+  return false;
+}
+
+// True (and noted) when the value is "auto" where Hugging Face writes it; the value then stays as
+// the caller will resolve it. "auto" anywhere else is an error, not a silent default.
+bool is_auto(const JsonReader& value, TrainConfig& config) {
+  if (!value.json().is_string() || value.json().get<std::string>() != "auto") return false;
+  if (!contains(kAutoPaths, value.path())) {
+    value.fail("a value; \"auto\" is accepted only where Hugging Face Trainer writes it");
+  }
+  config.auto_keys.push_back(value.path());
+  return true;
+}
 const std::vector<std::string> kZeroKeys = {
     "stage", "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
     "stage3_param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
@@ -37,10 +64,13 @@ void parse_optimizer(const JsonReader& optimizer, TrainConfig& config, std::vect
   const JsonReader params = optimizer.at("params");
   warn_unknown_keys(params, {"lr", "betas", "eps", "weight_decay"}, warnings);
   AdamWHyper& adamw = config.adamw;
-  if (params.has("lr")) adamw.lr = static_cast<float>(params.at("lr").as_number(0.0, 10.0));
-  if (params.has("eps")) adamw.eps = static_cast<float>(params.at("eps").as_number(0.0, 1.0));
-  if (params.has("weight_decay")) adamw.weight_decay = static_cast<float>(params.at("weight_decay").as_number(0.0, 10.0));
-  if (params.has("betas")) {
+  auto read_number = [&](const char* key, float& out, double max) {
+    if (params.has(key) && !is_auto(params.at(key), config)) out = static_cast<float>(params.at(key).as_number(0.0, max));
+  };
+  read_number("lr", adamw.lr, 10.0);
+  read_number("eps", adamw.eps, 1.0);
+  read_number("weight_decay", adamw.weight_decay, 10.0);
+  if (params.has("betas") && !is_auto(params.at("betas"), config)) {
     const JsonReader betas = params.at("betas");
     if (betas.size() != 2) betas.fail("an array of two numbers [beta1, beta2]");
     adamw.beta1 = static_cast<float>(betas.at(0).as_number(0.0, 0.999999));
@@ -48,7 +78,8 @@ void parse_optimizer(const JsonReader& optimizer, TrainConfig& config, std::vect
   }
 }
 
-void parse_zero(const JsonReader& zero_json, ZeroConfig& zero, std::vector<std::string>* warnings) {
+void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<std::string>* warnings) {
+  ZeroConfig& zero = config.zero;
   warn_unknown_keys(zero_json, kZeroKeys, warnings);
   if (zero_json.has("stage")) {
     const int64_t stage = zero_json.at("stage").as_int(0, 3);
@@ -56,7 +87,7 @@ void parse_zero(const JsonReader& zero_json, ZeroConfig& zero, std::vector<std::
     zero.stage = static_cast<int>(stage);
   }
   auto read_elements = [&](const char* key, int64_t& out, int64_t min) {
-    if (zero_json.has(key)) out = zero_json.at(key).as_int(min, kElementsMax);
+    if (zero_json.has(key) && !is_auto(zero_json.at(key), config)) out = zero_json.at(key).as_int(min, kElementsMax);
   };
   read_elements("stage3_prefetch_bucket_size", zero.prefetch_bucket_elements, 0);
   read_elements("stage3_max_live_parameters", zero.max_live_elements, 0);
@@ -74,7 +105,72 @@ void parse_zero(const JsonReader& zero_json, ZeroConfig& zero, std::vector<std::
   }
 }
 
+// bf16 and fp16 blocks. fp16 needs dynamic loss scaling, which is not built: it is refused rather
+// than computed as f32, and bf16 (same range as f32, so no loss scaling) is named as the way.
+void parse_precision(const JsonReader& root, TrainConfig& config, std::vector<std::string>* warnings) {
+  bool any_auto = false;
+  if (root.has("fp16")) {
+    const JsonReader fp16 = root.at("fp16");
+    warn_unknown_keys(fp16, {"enabled"}, warnings);
+    if (fp16.has("enabled")) {
+      const JsonReader enabled = fp16.at("enabled");
+      any_auto = is_auto(enabled, config);
+      if (!any_auto && enabled.as_bool()) {
+        enabled.fail("false (fp16 training, with its dynamic loss scaling, is not built in zero3; "
+                     "\"bf16\": {\"enabled\": true} has f32's range and needs no loss scaling)");
+      }
+      if (!any_auto) config.precision_origin = SettingOrigin::file;
+    }
+  }
+  if (root.has("bf16")) {
+    const JsonReader bf16 = root.at("bf16");
+    warn_unknown_keys(bf16, {"enabled"}, warnings);
+    if (bf16.has("enabled")) {
+      if (is_auto(bf16.at("enabled"), config)) {
+        any_auto = true;
+      } else {
+        config.bf16 = bf16.at("enabled").as_bool();
+        config.precision_origin = SettingOrigin::file;
+      }
+    }
+  }
+  if (any_auto && config.precision_origin == SettingOrigin::unset) config.precision_origin = SettingOrigin::file_auto;
+}
+
+std::string setting_text(const TrainConfig& config, const std::string& path) {
+  // The shortest text that reads back as the same float: lr 0.003, not 0.00300000003.
+  auto number = [](float value) {
+    char buffer[32];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return std::string(buffer, result.ptr);
+  };
+  if (path == "/train_micro_batch_size_per_gpu") return std::to_string(config.micro_batch_size);
+  if (path == "/gradient_accumulation_steps") return std::to_string(config.gradient_accumulation_steps);
+  if (path == "/gradient_clipping") return number(config.gradient_clipping);
+  if (path == "/bf16/enabled") return config.bf16 ? "true" : "false";
+  if (path == "/fp16/enabled") return "false";
+  if (path == "/optimizer/params/lr") return number(config.adamw.lr);
+  if (path == "/optimizer/params/betas") return "[" + number(config.adamw.beta1) + ", " + number(config.adamw.beta2) + "]";
+  if (path == "/optimizer/params/eps") return number(config.adamw.eps);
+  if (path == "/optimizer/params/weight_decay") return number(config.adamw.weight_decay);
+  if (path == "/zero_optimization/reduce_bucket_size") return std::to_string(config.zero.reduce_bucket_elements);
+  if (path == "/zero_optimization/stage3_prefetch_bucket_size") return std::to_string(config.zero.prefetch_bucket_elements);
+  if (path == "/zero_optimization/stage3_param_persistence_threshold") {
+    return std::to_string(config.zero.persistence_threshold);
+  }
+  return "?";
+}
+
 }  // namespace
+
+std::string auto_resolutions(const TrainConfig& config) {
+  std::string out;
+  for (const std::string& path : config.auto_keys) {
+    if (!out.empty()) out += ", ";
+    out += path.substr(1) + "=" + setting_text(config, path);
+  }
+  return out;
+}
 
 TrainConfig parse_train_config(const nlohmann::json& json, const std::string& source,
                                std::vector<std::string>* warnings) {
@@ -82,22 +178,20 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
   const JsonReader root(json, source);
   root.expect_object();
   warn_unknown_keys(root, kTopLevelKeys, warnings);
-  if (root.has("train_micro_batch_size_per_gpu")) {
-    config.micro_batch_size = root.at("train_micro_batch_size_per_gpu").as_int(1, 1 << 20);
-  }
-  if (root.has("gradient_accumulation_steps")) {
-    config.gradient_accumulation_steps = root.at("gradient_accumulation_steps").as_int(1, 1 << 20);
-  }
-  if (root.has("gradient_clipping")) {
+  auto read_count = [&](const char* key, int64_t& out, SettingOrigin& origin) {
+    if (!root.has(key)) return;
+    const bool is_auto_value = is_auto(root.at(key), config);
+    if (!is_auto_value) out = root.at(key).as_int(1, 1 << 20);
+    origin = is_auto_value ? SettingOrigin::file_auto : SettingOrigin::file;
+  };
+  read_count("train_micro_batch_size_per_gpu", config.micro_batch_size, config.micro_batch_origin);
+  read_count("gradient_accumulation_steps", config.gradient_accumulation_steps, config.gas_origin);
+  if (root.has("gradient_clipping") && !is_auto(root.at("gradient_clipping"), config)) {
     config.gradient_clipping = static_cast<float>(root.at("gradient_clipping").as_number(0.0, 1e30));
   }
-  if (root.has("bf16")) {
-    const JsonReader bf16 = root.at("bf16");
-    warn_unknown_keys(bf16, {"enabled"}, warnings);
-    if (bf16.has("enabled")) config.bf16 = bf16.at("enabled").as_bool();
-  }
+  parse_precision(root, config, warnings);
   if (root.has("optimizer")) parse_optimizer(root.at("optimizer"), config, warnings);
-  if (root.has("zero_optimization")) parse_zero(root.at("zero_optimization"), config.zero, warnings);
+  if (root.has("zero_optimization")) parse_zero(root.at("zero_optimization"), config, warnings);
   return config;
 }
 

@@ -32,6 +32,10 @@ struct ZeroConfig {
   std::vector<std::string> leaf_modules;
 };
 
+// Where a setting came from: callers that have their own default for it (replay takes the trace's
+// dtype and batch) apply it only when the file did not set it, and every banner says which it was.
+enum class SettingOrigin : uint8_t { unset, file, file_auto };
+
 struct TrainConfig {
   int64_t micro_batch_size = 4;            // train_micro_batch_size_per_gpu
   int64_t gradient_accumulation_steps = 1;
@@ -39,6 +43,10 @@ struct TrainConfig {
   bool bf16 = false;                       // bf16.enabled: bf16 compute, f32 master weights
   AdamWHyper adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
   ZeroConfig zero;
+  SettingOrigin micro_batch_origin = SettingOrigin::unset;
+  SettingOrigin gas_origin = SettingOrigin::unset;
+  SettingOrigin precision_origin = SettingOrigin::unset;  // bf16.enabled / fp16.enabled
+  std::vector<std::string> auto_keys;  // JSON paths the file gave as "auto", resolved by the caller
 };
 
 // Parses a DeepSpeed-style config. `source` names the file in errors. Keys zero3 does not use are
@@ -48,5 +56,8 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
 // Reads and parses a config file; InputError if it cannot be read or is not JSON.
 TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings);
 nlohmann::json train_config_to_json(const TrainConfig& config);
+// What each "auto" of the file became, from the final config: "train_micro_batch_size_per_gpu=8,
+// bf16.enabled=true"; "" when the file had none.
+std::string auto_resolutions(const TrainConfig& config);
 
 }  // namespace zero3

@@ -67,6 +67,58 @@ TEST(TrainConfig, InvalidValuesNameFilePathAndRange) {
   EXPECT_NE(type.find("true or false"), std::string::npos);
 }
 
+TEST(TrainConfig, AutoIsAcceptedWhereHuggingFaceWritesItAndResolvedByTheCaller) {
+  const auto json = nlohmann::json::parse(R"({
+    "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+    "bf16": {"enabled": "auto"}, "fp16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}},
+    "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                          "stage3_param_persistence_threshold": "auto"}})");
+  std::vector<std::string> warnings;
+  const TrainConfig config = parse_train_config(json, "ds_config.json", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(config.auto_keys.size(), 12u);
+  EXPECT_EQ(config.micro_batch_origin, SettingOrigin::file_auto);
+  EXPECT_EQ(config.gas_origin, SettingOrigin::file_auto);
+  EXPECT_EQ(config.precision_origin, SettingOrigin::file_auto);
+  EXPECT_EQ(config.micro_batch_size, TrainConfig{}.micro_batch_size);  // left for the caller to resolve
+  const std::string resolved = auto_resolutions(config);
+  EXPECT_NE(resolved.find("train_micro_batch_size_per_gpu=4"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("bf16/enabled=false"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("optimizer/params/lr=0.003,"), std::string::npos) << resolved;  // the float's shortest form
+  EXPECT_NE(resolved.find("optimizer/params/betas=[0.9, 0.95]"), std::string::npos) << resolved;
+}
+
+TEST(TrainConfig, AutoElsewhereIsAnErrorNamingThePath) {
+  const std::string stage = error_of(nlohmann::json::parse(R"({"zero_optimization": {"stage": "auto"}})"));
+  EXPECT_NE(stage.find("/zero_optimization/stage"), std::string::npos) << stage;
+  const std::string overlap = error_of(nlohmann::json::parse(R"({"zero_optimization": {"overlap_comm": "auto"}})"));
+  EXPECT_NE(overlap.find("/zero_optimization/overlap_comm: expected true or false, got \"auto\""), std::string::npos)
+      << overlap;
+}
+
+TEST(TrainConfig, Fp16IsRefusedNotComputedAsF32) {
+  const std::string fp16 = error_of(nlohmann::json::parse(R"({"fp16": {"enabled": true, "loss_scale": 0}})"));
+  EXPECT_NE(fp16.find("/fp16/enabled"), std::string::npos) << fp16;
+  EXPECT_NE(fp16.find("bf16"), std::string::npos) << fp16;
+  std::vector<std::string> warnings;
+  const TrainConfig off = parse_train_config(nlohmann::json::parse(R"({"fp16": {"enabled": false}})"), "c", &warnings);
+  EXPECT_FALSE(off.bf16);
+  EXPECT_EQ(off.precision_origin, SettingOrigin::file);
+}
+
+TEST(TrainConfig, OriginsSayWhichSettingsTheFileGave) {
+  std::vector<std::string> warnings;
+  const TrainConfig none = parse_train_config(nlohmann::json::object(), "c", &warnings);
+  EXPECT_EQ(none.micro_batch_origin, SettingOrigin::unset);
+  EXPECT_EQ(none.precision_origin, SettingOrigin::unset);
+  const TrainConfig given = parse_train_config(
+      nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 8, "bf16": {"enabled": false}})"), "c", &warnings);
+  EXPECT_EQ(given.micro_batch_origin, SettingOrigin::file);
+  EXPECT_EQ(given.gas_origin, SettingOrigin::unset);
+  EXPECT_EQ(given.precision_origin, SettingOrigin::file);
+}
+
 TEST(TrainConfig, RoundTripsThroughItsJsonForm) {
   TrainConfig config;
   config.gradient_accumulation_steps = 3;
