@@ -22,11 +22,14 @@ BF16 = 2
 
 
 class TraceBuilder:
-    def __init__(self, name, root_type, tokens, notes, world=None):
+    def __init__(self, name, root_type, tokens, notes, world=None, one_sequence=True):
         self.header = {"zero3_trace": 1, "source": "tools/make_model_traces.py", "name": name, "dtype": "bf16"}
         if world:
             self.header["world"] = world
         self.header["tokens"] = tokens
+        if one_sequence:  # the amounts below are one sequence's: replay --micro-batch/--seq-len rescale them
+            self.header["batch"] = 1
+            self.header["seq_len"] = tokens
         self.header["notes"] = notes
         self.tokens = tokens
         self.modules = [["", root_type]]
@@ -84,6 +87,11 @@ def compact(value):
     return json.dumps(value, separators=(",", ":"))
 
 
+def quadratic(amount):
+    """An amount that grows with batch x seq_len^2 (attention scores), not with tokens (FORMAT.md)."""
+    return {"quadratic": amount}
+
+
 def call(name, flops=None, activation_bytes=None):
     event = ["call", name]
     if flops is not None or activation_bytes:
@@ -116,7 +124,7 @@ def gpt(name, layers, width, heads, vocab, context, notes):
         t.events += [
             ["enter", block],
             call(f"{block}.ln_1", None, tokens * width * BF16),
-            ["enter", attn, 4 * tokens * tokens * width, tokens * width * BF16],
+            ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16],
             call(f"{attn}.qkv", None, 3 * tokens * width * BF16),
             call(f"{attn}.proj", None, tokens * width * BF16),
             ["exit", attn],
@@ -151,7 +159,7 @@ def llama_layer(t, i, width, kv_width, tokens):
     t.events += [
         ["enter", layer],
         call(f"{layer}.input_layernorm", None, tokens * width * BF16),
-        ["enter", attn, 4 * tokens * tokens * width, tokens * width * BF16],
+        ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16],
         call(f"{attn}.q_proj", None, tokens * width * BF16),
         call(f"{attn}.k_proj", None, tokens * kv_width * BF16),
         call(f"{attn}.v_proj", None, tokens * kv_width * BF16),
@@ -203,7 +211,8 @@ def mixtral_8x7b(ranks=2, seed=7):
                      "Mixtral-8x7B shapes (Jiang et al. 2024 / HF config): 32 layers, width 4096, 32 heads with 8 KV "
                      "heads, 8 experts of MLP 14336 with top-2 routing, vocab 32000. 4 tokens per rank and micro-step (a decode-sized batch), "
                      "routed with a seeded random top-2 choice per token, so ranks call different experts, as small "
-                     "batches do; an expert with no token is not called (HF's loop skips it)", world=ranks)
+                     "batches do; an expert with no token is not called (HF's loop skips it). The routing is the recorded tokens', so the "
+                     "trace does not rescale to another batch", world=ranks, one_sequence=False)
     rng = random.Random(seed)
 
     def body():
@@ -262,10 +271,10 @@ def t5_stack(t, stack, layers, width, heads, ffn, tokens, decoder):
                 t.param(f"{attention}.relative_attention_bias", "weight", [32, heads])
             t.norm(f"{sub}.layer_norm", width, bias=False, type_="T5LayerNorm")
             t.events += [["enter", sub], call(f"{sub}.layer_norm", None, tokens * width * BF16),
-                         ["enter", attention, 4 * tokens * tokens * width, tokens * width * BF16]]
+                         ["enter", attention, quadratic(4 * tokens * tokens * width), tokens * width * BF16]]
             t.events += [call(f"{attention}.{proj}", None, tokens * width * BF16) for proj in ("q", "k", "v", "o")]
             if i == 0 and attention_name == "SelfAttention":
-                t.events.append(call(f"{attention}.relative_attention_bias", None, tokens * tokens * heads * BF16))
+                t.events.append(call(f"{attention}.relative_attention_bias", None, quadratic(tokens * tokens * heads * BF16)))
             t.events += [["exit", attention], ["exit", sub]]
         ff = t.module(f"{block}.layer.{len(sublayers)}", "T5LayerFF")
         dense = t.module(f"{ff}.DenseReluDense", "T5DenseActDense")
@@ -324,7 +333,7 @@ def fp_quant_like():
         mlp = t.module(f"{layer}.mlp", "LlamaMLP")
         t.norm(f"{layer}.input_layernorm", width, bias=False, type_="LlamaRMSNorm")
         t.events += [["enter", layer], call(f"{layer}.input_layernorm", None, tokens * width * BF16),
-                     ["enter", attn, 4 * tokens * tokens * width, tokens * width * BF16]]
+                     ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16]]
         t.events += [quant_linear(f"{attn}.{p}", width, width) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
         t.events += [["exit", attn], ["enter", mlp]]
         t.events += [quant_linear(f"{mlp}.gate_proj", ffn, width), quant_linear(f"{mlp}.up_proj", ffn, width),
