@@ -27,6 +27,7 @@ def cases(folder):
     checkpoint = os.path.join(folder, "ck")
     consolidated = os.path.join(folder, "full")
     missing = os.path.join(folder, "missing")
+    models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "traces", "models")
     return [
         # (name, arguments, exit code, texts that must appear, paths that must not exist afterwards)
         ("help lists the commands", ["--help"], 0, ["train", "fuzz", "replay", "bench", "consolidate"], []),
@@ -158,6 +159,12 @@ def cases(folder):
         ("bench comm checks its data", ["bench", "comm", "--ranks", "2", "--max-bytes", "4096"], 0,
          ["all_gather", "reduce_scatter", "#wrong"], []),
         ("replay of a missing trace names it", ["replay", missing], 1, [missing], []),
+        ("replay without --hardware judges the peak on an H100 and says it was assumed",
+         ["replay", os.path.join(models, "gpt2-124m.json"), "--ranks", "8"], 0,
+         ["\nfits: ", "on H100 SXM5 80GB (assumed: pass --hardware h100|h200|a100|FILE)\n"], []),
+        ("replay says when the peak does NOT fit the chosen device",
+         ["replay", os.path.join(models, "gpt3-175b.json"), "--ranks", "8", "--hardware", "h100"], 0,
+         ["\ndoes NOT fit: ", " of 80 GB (", "%) on H100 SXM5 80GB\n"], []),
         ("demo trains ZeRO-3 and DDP and finds them equal", ["demo"], 0, ["bitwise", "final parameter hash"], []),
     ]
 

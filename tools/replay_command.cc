@@ -137,14 +137,18 @@ void replay_functionally(const ReplayFlags& flags, const Trace& trace) {
   if (outcome.exit_code != kExitOk) throw Zero3Error("replayed run failed: " + outcome.message, outcome.exit_code);
 }
 
-void write_outputs(const ReplayFlags& flags, const Trace& trace, const ShapeReplayResult& result, const nlohmann::json& report) {
+void write_outputs(const ReplayFlags& flags, const Trace& trace, const HardwareChoice& hardware,
+                   const ShapeReplayResult& result, const nlohmann::json& report) {
   if (!flags.report_path.empty()) {
     write_file_atomically(flags.report_path, report.dump(2) + "\n");
     std::printf("report written to %s\n", flags.report_path.c_str());
   }
   if (flags.timeline_path.empty() && flags.svg_path.empty()) return;
-  const Timeline timeline = build_timeline(result, trace.name + " @ " + std::to_string(result.world) + " ranks (" +
-                                                       result.simulation + " simulation)");
+  Timeline timeline = build_timeline(result, trace.name + " @ " + std::to_string(result.world) + " ranks (" +
+                                                 result.simulation + " simulation)");
+  // The SVG draws the device's memory as a line over the memory band; an assumed device says so there too.
+  timeline.device_memory_bytes = hardware.memory_bytes;
+  timeline.device_name = hardware.name + (hardware.assumed ? " (assumed)" : "");
   if (!flags.timeline_path.empty()) {
     write_file_atomically(flags.timeline_path, chrome_trace_json(timeline).dump() + "\n");
     std::printf("timeline (Chrome trace JSON: open in https://ui.perfetto.dev) written to %s\n", flags.timeline_path.c_str());
@@ -155,13 +159,22 @@ void write_outputs(const ReplayFlags& flags, const Trace& trace, const ShapeRepl
   }
 }
 
+// --hardware, else an H100 marked as assumed: every replay states whether it fits some device's
+// memory, and the summary tells the user which flag makes that device their own choice.
+HardwareChoice replay_hardware(const ReplayFlags& flags, int world) {
+  if (!flags.hardware.empty()) return load_hardware(flags.hardware, world);
+  HardwareChoice hardware = load_hardware("h100", world);
+  hardware.assumed = true;
+  return hardware;
+}
+
 void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   ReplayOptions options;
   options.world = replay_world(recorded, flags.ranks);
   options.config = replay_config(flags, recorded);
   const Trace trace = trace_for_the_run(flags, recorded, options.config);
   options.full_simulation = flags.full_simulation;
-  const HardwareChoice hardware = flags.hardware.empty() ? default_hardware() : load_hardware(flags.hardware, options.world);
+  const HardwareChoice hardware = replay_hardware(flags, options.world);
   options.hardware = hardware.profile;
   std::unique_ptr<ProgressBar> bar;  // made at the first step, when the number of steps is known
   options.on_progress = [&](int64_t done, int64_t total) {
@@ -172,7 +185,7 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   if (bar) bar->finish();
   const nlohmann::json report = replay_report(trace, options.config, hardware, result);
   std::fputs(replay_summary(report).c_str(), stdout);
-  write_outputs(flags, trace, result, report);
+  write_outputs(flags, trace, hardware, result, report);
   const int code = result.exit_code();
   if (code == kExitLiveness) throw LivenessError("replay found ranks that would hang or mix up collectives (see above)");
   if (code != kExitOk) throw Zero3Error("replay found a use of a partitioned parameter (see above)", code);
@@ -214,7 +227,8 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--gas", flags->gas,
                       "micro-steps per optimizer step (default: the config's gradient_accumulation_steps, else the trace's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  command->add_option("--hardware", flags->hardware, "a profile in traces/hardware (h100, h200, a100) or a JSON file");
+  command->add_option("--hardware", flags->hardware,
+                      "a profile in traces/hardware (h100, h200, a100) or a JSON file (default: h100, marked as assumed)");
   command->add_option("--timeline", flags->timeline_path, "write a Chrome trace JSON timeline here");
   command->add_option("--timeline-svg", flags->svg_path, "write the timeline as an SVG picture here");
   command->add_option("--report", flags->report_path, "write the JSON report here");

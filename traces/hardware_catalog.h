@@ -21,6 +21,7 @@ struct HardwareChoice {
   int gpus_per_node = 8;
   double memory_bytes = 0;  // device memory, 0 when unknown
   nlohmann::json file{};      // the profile as read (with its sources), null for the default
+  bool assumed = false;  // the user named no hardware; this one stands in
 };
 
 // The simulator's built-in HardwareProfile, labelled as such.

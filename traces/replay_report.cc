@@ -43,6 +43,19 @@ nlohmann::json model_json(const Trace& trace, int world) {
                    "elements (the rest is zero padding), so shard bytes are equal on every rank"}};
 }
 
+// Whether the largest per-rank peak fits the device, said for every replay: null (not false) when
+// the hardware has no memory size, so a reader cannot mistake "unknown" for "does not fit".
+nlohmann::json verdict_json(int64_t peak_bytes, const HardwareChoice& hardware) {
+  const bool known = hardware.memory_bytes > 0;
+  const double peak = static_cast<double>(peak_bytes);
+  return {{"fits", known ? nlohmann::json(peak <= hardware.memory_bytes) : nlohmann::json(nullptr)},
+          {"peak_bytes", peak_bytes},
+          {"capacity_bytes", known ? nlohmann::json(hardware.memory_bytes) : nlohmann::json(nullptr)},
+          {"fraction", known ? nlohmann::json(peak / hardware.memory_bytes) : nlohmann::json(nullptr)},
+          {"hardware", hardware.name},
+          {"assumed", hardware.assumed}};
+}
+
 nlohmann::json memory_json(const ShapeReplayResult& result, const HardwareChoice& hardware) {
   nlohmann::json ranks = nlohmann::json::array();
   for (const RankReplay& rank : result.ranks) {
@@ -57,10 +70,11 @@ nlohmann::json memory_json(const ShapeReplayResult& result, const HardwareChoice
   for (const RankReplay& rank : result.ranks) peak_bytes = std::max(peak_bytes, rank.peak_total.bytes);
   nlohmann::json out = {{"ranks_simulated", result.simulation == "symmetric" ? "rank 0 stands for every rank" : "every rank"},
                         {"per_rank", ranks}};
-  if (hardware.memory_bytes > 0) {
+  if (hardware.memory_bytes > 0) {  // older than `verdict`; kept for the scripts that read them
     out["device_memory_bytes"] = hardware.memory_bytes;
     out["fits_device_memory"] = static_cast<double>(peak_bytes) <= hardware.memory_bytes;
   }
+  out["verdict"] = verdict_json(peak_bytes, hardware);
   return out;
 }
 
@@ -154,8 +168,8 @@ nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& 
   return {{"steps", steps},
           {"predicted_step_s", steps.empty() ? 0.0 : steps.back().at("duration_s").get<double>()},
           {"slowest_rank_last_step_s", slowest_s},
-          {"hardware", {{"name", hardware.name}, {"link", hardware.link}, {"profile", hardware.profile.to_json()},
-                        {"profile_file", hardware.file}}},
+          {"hardware", {{"name", hardware.name}, {"link", hardware.link}, {"assumed", hardware.assumed},
+                        {"profile", hardware.profile.to_json()}, {"profile_file", hardware.file}}},
           {"model", "compute: flops / (peak_flops x flops_efficiency) on the compute stream; collectives: ring "
                     "alpha-beta on one communication stream; a module waits for its gathers, so communication "
                     "overlaps compute only as far as prefetching runs ahead. The last step follows the recorded "

@@ -1,6 +1,9 @@
 // The replay report in a few lines for a person (replay_report.h).
+#include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <string>
+#include <utility>
 
 #include "traces/replay_report.h"
 
@@ -84,10 +87,31 @@ std::string peak_line(const nlohmann::json& rank, const std::string& who) {
   return out + "\n";
 }
 
-std::string fit_line(const nlohmann::json& report) {
-  const nlohmann::json& memory = report.at("memory");
-  if (!memory.contains("fits_device_memory") || memory.at("fits_device_memory").get<bool>()) return "";
-  return "  the peak exceeds the device's " + gb(memory.at("device_memory_bytes").get<double>()) + " of memory\n";
+// Bytes with one decimal in the largest decimal unit under them; `whole` drops a ".0", so a
+// datasheet capacity reads as the datasheet does ("80 GB").
+std::string short_bytes(double bytes, bool whole = false) {
+  static constexpr std::pair<double, const char*> kUnits[] = {{1e9, "GB"}, {1e6, "MB"}, {1e3, "kB"}, {0.0, "B"}};
+  size_t which = 0;
+  while (which + 1 < std::size(kUnits) && bytes < kUnits[which].first) ++which;
+  const auto& [scale, unit] = kUnits[which];
+  std::string number = format("%.1f", scale > 0.0 ? bytes / scale : bytes);
+  if (whole && number.ends_with(".0")) number.resize(number.size() - 2);
+  return number + " " + unit;
+}
+
+// Every replay ends its memory part with one verdict naming the hardware it was judged against,
+// and says so when nobody chose that hardware: a fit on an assumed device is not an answer yet.
+std::string verdict_line(const nlohmann::json& report) {
+  const nlohmann::json& verdict = report.at("memory").at("verdict");
+  const std::string hardware = verdict.at("hardware").get<std::string>();
+  const std::string assumed =
+      verdict.at("assumed").get<bool>() ? " (assumed: pass --hardware h100|h200|a100|FILE)" : "";
+  if (verdict.at("fits").is_null()) return "fit unknown: " + hardware + " has no memory size" + assumed + "\n";
+  const long percent = std::lround(verdict.at("fraction").get<double>() * 100.0);
+  return std::string(verdict.at("fits").get<bool>() ? "fits: " : "does NOT fit: ") +
+         short_bytes(verdict.at("peak_bytes").get<double>()) + " of " +
+         short_bytes(verdict.at("capacity_bytes").get<double>(), /*whole=*/true) + " (" + std::to_string(percent) +
+         " %) on " + hardware + assumed + "\n";
 }
 
 // Ranks whose peaks are identical (SPMD parts of a divergent trace) share one line.
@@ -95,13 +119,13 @@ std::string peak_lines(const nlohmann::json& report) {
   const nlohmann::json& ranks = report.at("memory").at("per_rank");
   bool all_same = true;
   for (const auto& rank : ranks) all_same = all_same && rank.at("categories") == ranks[0].at("categories");
-  if (all_same && ranks.size() > 1) return peak_line(ranks[0], "(every rank alike)") + fit_line(report);
+  if (all_same && ranks.size() > 1) return peak_line(ranks[0], "(every rank alike)");
   std::string out;
   for (size_t i = 0; i < ranks.size() && i < 8; ++i) {
     out += peak_line(ranks[i], "rank " + std::to_string(ranks[i].at("rank").get<int>()));
   }
   if (ranks.size() > 8) out += "  (" + std::to_string(ranks.size() - 8) + " more ranks in the JSON report)\n";
-  return out + fit_line(report);
+  return out;
 }
 
 std::string communication_and_time_lines(const nlohmann::json& report) {
@@ -156,7 +180,7 @@ std::string replay_summary(const nlohmann::json& report) {
                     " simulation of " + std::to_string(report.at("world").get<int>()) + " ranks" +
                     (symmetric ? " (one representative rank: every rank runs the same events)" : " (every rank)") +
                     ", " + std::to_string(report.at("steps").get<int64_t>()) + " steps\n";
-  return out + model_lines(report) + model_state_lines(report) + peak_lines(report) +
+  return out + model_lines(report) + model_state_lines(report) + peak_lines(report) + verdict_line(report) +
          communication_and_time_lines(report) + check_lines(report);
 }
 

@@ -1,6 +1,7 @@
 // Shape replay: model-state bytes against the ZeRO paper at GPT-3 scale, the paper's 7.5B example,
 // rank-divergent MoE traces with and without the leaf policy, the symmetric shortcut against the
-// full simulator, placeholder hits, trace invalidations, and recorded runs replayed exactly.
+// full simulator, placeholder hits, trace invalidations, recorded runs replayed exactly, and the
+// summary's verdict on whether the peak fits the device.
 #include <gtest/gtest.h>
 
 #include "core/sharding/partition.h"
@@ -201,6 +202,101 @@ TEST(Replay, ARecordedRunReplaysToTheMemoryPeaksItMeasuredOnEveryRank) {
         EXPECT_EQ(rank.peak_total.bytes, measured.peak_total_bytes) << what << " rank " << rank.rank << " total";
       }
     }
+  }
+}
+
+
+// A profile as the shipped ones are written, with the memory size a test needs.
+HardwareChoice test_hardware(double memory_bytes, int world) {
+  const nlohmann::json profile = {{"name", "Test GPU"}, {"source", "this test"}, {"peak_flops", 1e15},
+                                  {"flops_efficiency", 0.5}, {"memory_bytes", memory_bytes}, {"gpus_per_node", 8},
+                                  {"nvlink", {{"bytes_per_s", 4e11}, {"latency_s", 2e-6}}},
+                                  {"infiniband", {{"bytes_per_s", 5e10}, {"latency_s", 5e-6}}}};
+  return hardware_from_json(profile, "test profile", world);
+}
+
+// The summary's line that starts with `prefix`, with its newline; "" when there is none.
+std::string line_starting(const std::string& summary, const std::string& prefix) {
+  const size_t at = summary.rfind("\n" + prefix);
+  if (at == std::string::npos) return "";
+  return summary.substr(at + 1, summary.find('\n', at + 1) - at);
+}
+
+TEST(ReplaySummary, SaysAfterThePeakWhetherItFitsTheDeviceItWasJudgedOn) {
+  const Trace trace = shipped("gpt2-124m");
+  const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
+  const int64_t peak = result.ranks.at(0).peak_total.bytes;
+  ASSERT_GT(peak, 0);
+  const nlohmann::json roomy = replay_report(trace, bf16_options(8).config, test_hardware(2.0 * peak, 8), result);
+  const std::string fits = replay_summary(roomy);
+  EXPECT_NE(line_starting(fits, "fits: ").find(" (50 %) on Test GPU\n"), std::string::npos) << fits;
+  EXPECT_EQ(line_starting(fits, "does NOT fit: "), "") << fits;
+  EXPECT_LT(fits.find("\npeak "), fits.find("\nfits: ")) << "the verdict follows the peak lines";
+  EXPECT_EQ(fits.find("assumed"), std::string::npos) << fits;
+  const nlohmann::json& verdict = roomy["memory"]["verdict"];
+  EXPECT_EQ(verdict["fits"], true);
+  EXPECT_EQ(verdict["peak_bytes"].get<int64_t>(), peak);
+  EXPECT_EQ(verdict["capacity_bytes"].get<double>(), 2.0 * peak);
+  EXPECT_DOUBLE_EQ(verdict["fraction"].get<double>(), 0.5);
+  EXPECT_EQ(verdict["hardware"], "Test GPU");
+  EXPECT_EQ(verdict["assumed"], false);
+  EXPECT_EQ(roomy["memory"]["fits_device_memory"], true);  // the older keys stay
+
+  const nlohmann::json tight = replay_report(trace, bf16_options(8).config, test_hardware(peak / 2.0, 8), result);
+  const std::string does_not = replay_summary(tight);
+  EXPECT_NE(line_starting(does_not, "does NOT fit: ").find(" (200 %) on Test GPU\n"), std::string::npos) << does_not;
+  EXPECT_EQ(line_starting(does_not, "fits: "), "") << does_not;
+  EXPECT_EQ(tight["memory"]["verdict"]["fits"], false);
+  EXPECT_EQ(tight["memory"]["fits_device_memory"], false);
+}
+
+TEST(ReplaySummary, TheVerdictGivesThePeakAndCapacityInDecimalGigabytesAndAWholePercent) {
+  const Trace trace = shipped("gpt2-124m");
+  const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
+  nlohmann::json report = replay_report(trace, bf16_options(8).config, test_hardware(80e9, 8), result);
+  nlohmann::json& verdict = report["memory"]["verdict"];
+  verdict = {{"fits", true}, {"peak_bytes", 61.2e9}, {"capacity_bytes", 80e9}, {"fraction", 61.2 / 80},
+             {"hardware", "H100 SXM5 80GB"}, {"assumed", false}};
+  EXPECT_EQ(line_starting(replay_summary(report), "fits: "), "fits: 61.2 GB of 80 GB (77 %) on H100 SXM5 80GB\n");
+  verdict["fits"] = false;
+  verdict["peak_bytes"] = 112.3e9;
+  verdict["fraction"] = 112.3 / 80;
+  EXPECT_EQ(line_starting(replay_summary(report), "does NOT fit: "),
+            "does NOT fit: 112.3 GB of 80 GB (140 %) on H100 SXM5 80GB\n");
+  verdict["capacity_bytes"] = 141e9;  // a capacity of whole gigabytes reads as the datasheet writes it
+  verdict["peak_bytes"] = 250e6;
+  verdict["fraction"] = 250e6 / 141e9;
+  verdict["fits"] = true;
+  EXPECT_EQ(line_starting(replay_summary(report), "fits: "), "fits: 250.0 MB of 141 GB (0 %) on H100 SXM5 80GB\n");
+}
+
+TEST(ReplaySummary, AnAssumedDeviceSaysHowToChooseOne) {
+  const Trace trace = shipped("gpt2-124m");
+  const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
+  HardwareChoice hardware = test_hardware(80e9, 8);
+  hardware.assumed = true;
+  const nlohmann::json report = replay_report(trace, bf16_options(8).config, hardware, result);
+  const std::string line = line_starting(replay_summary(report), "fits: ");
+  EXPECT_TRUE(line.ends_with(" on Test GPU (assumed: pass --hardware h100|h200|a100|FILE)\n")) << line;
+  EXPECT_EQ(report["memory"]["verdict"]["assumed"], true);
+  EXPECT_EQ(report["time"]["hardware"]["assumed"], true);
+}
+
+TEST(ReplaySummary, ADeviceWithoutAMemorySizeGivesAnUnknownVerdictNotAFit) {
+  const Trace trace = shipped("gpt2-124m");
+  const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
+  for (const HardwareChoice& hardware : {default_hardware(), test_hardware(0.0, 8)}) {
+    const nlohmann::json report = replay_report(trace, bf16_options(8).config, hardware, result);
+    const std::string summary = replay_summary(report);
+    EXPECT_EQ(line_starting(summary, "fit unknown: "), "fit unknown: " + hardware.name + " has no memory size\n")
+        << summary;
+    EXPECT_EQ(line_starting(summary, "fits: "), "") << summary;
+    EXPECT_EQ(line_starting(summary, "does NOT fit: "), "") << summary;
+    const nlohmann::json& verdict = report["memory"]["verdict"];
+    EXPECT_TRUE(verdict["fits"].is_null());
+    EXPECT_TRUE(verdict["capacity_bytes"].is_null());
+    EXPECT_TRUE(verdict["fraction"].is_null());
+    EXPECT_FALSE(report["memory"].contains("fits_device_memory"));
   }
 }
 

@@ -4,6 +4,8 @@
 // without a trace viewer.
 //
 //   Timeline timeline = build_timeline(result, "gpt2-124m @ 8 ranks");
+//   timeline.device_memory_bytes = hardware.memory_bytes;  // the SVG's capacity line
+//   timeline.device_name = hardware.name;
 //   write_file_atomically("out.json", chrome_trace_json(timeline).dump());
 //   write_file_atomically("out.svg", timeline_svg(timeline));
 #pragma once
@@ -45,6 +47,10 @@ struct Timeline {
   std::vector<TimelineEvent> events{};  // sorted by (rank, track, start, longest first)
   std::vector<TimelineMemory> memory{};
   int64_t end_ns = 0;
+  // The device the memory is judged against (HardwareChoice), set by the caller: the SVG draws it
+  // as a line over the memory band. 0 when unknown: no line.
+  double device_memory_bytes = 0;
+  std::string device_name{};
 };
 
 Timeline build_timeline(const ShapeReplayResult& result, const std::string& title);

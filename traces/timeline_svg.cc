@@ -1,6 +1,8 @@
 // The timeline as a self-contained SVG: per rank, the compute spans by nesting depth, one lane per
-// collective stream, and the memory held as a stacked area; a time axis and a legend.
+// collective stream, and the memory held as a stacked area on a y axis in bytes, under the device's
+// capacity when it is known; a time axis and a legend.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -15,7 +17,7 @@ constexpr double kWidth = 1600.0;
 constexpr double kLeft = 150.0;   // room for lane labels
 constexpr double kRight = 20.0;
 constexpr double kRow = 12.0;     // one nesting level of compute spans, or one collective lane
-constexpr double kMemoryHeight = 60.0;
+constexpr double kMemoryHeight = 160.0;  // room for a readable y axis and the capacity line
 constexpr int kRanksDrawn = 8;    // a full simulation of many ranks draws its first ranks
 
 const char* color_of(const std::string& category) {
@@ -48,6 +50,40 @@ std::string seconds_label(double seconds) {
   if (seconds >= 1.0) std::snprintf(buffer, sizeof buffer, "%.3g s", seconds);
   else if (seconds >= 1e-3) std::snprintf(buffer, sizeof buffer, "%.3g ms", seconds * 1e3);
   else std::snprintf(buffer, sizeof buffer, "%.3g us", seconds * 1e6);
+  return buffer;
+}
+
+// The step of the memory band's y axis: 1, 2, 2.5 or 5 times a power of ten, the smallest that
+// reaches `max_bytes` in at most four steps, so the labels stay round and there are 3 to 5 of them.
+double memory_tick_step(double max_bytes) {
+  double power = std::pow(10.0, std::floor(std::log10(max_bytes / 4.0)));
+  while (4.0 * power > max_bytes) power /= 10.0;  // log10 rounded up at an exact power of ten
+  for (;; power *= 10.0) {
+    for (const double mantissa : {1.0, 2.0, 2.5, 5.0}) {
+      if (max_bytes <= 4.0 * mantissa * power * (1.0 + 1e-12)) return mantissa * power;
+    }
+  }
+}
+
+// The y axis's ticks from 0 to the first at or above `max_bytes`, so that whatever the axis must
+// show (the peak, the capacity) lies on it.
+std::vector<double> memory_ticks(double max_bytes) {
+  if (!(max_bytes > 0.0) || !std::isfinite(max_bytes)) return {};
+  const double step = memory_tick_step(max_bytes);
+  const int steps = static_cast<int>(std::ceil(max_bytes / step * (1.0 - 1e-12)));
+  std::vector<double> ticks;
+  for (int tick = 0; tick <= steps; ++tick) ticks.push_back(step * tick);
+  return ticks;
+}
+
+// An axis value in the decimal unit that keeps it short, as datasheets write it: "250 MB", "80 GB".
+std::string axis_bytes_label(double bytes) {
+  if (bytes == 0.0) return "0";
+  char buffer[32];
+  if (bytes >= 1e9) std::snprintf(buffer, sizeof buffer, "%g GB", bytes / 1e9);
+  else if (bytes >= 1e6) std::snprintf(buffer, sizeof buffer, "%g MB", bytes / 1e6);
+  else if (bytes >= 1e3) std::snprintf(buffer, sizeof buffer, "%g kB", bytes / 1e3);
+  else std::snprintf(buffer, sizeof buffer, "%g B", bytes);
   return buffer;
 }
 
@@ -88,9 +124,36 @@ class SvgPainter {
     }
   }
 
-  void memory_area(const TimelineMemory& memory, double top, int64_t peak_bytes) {
+  // Grid lines and labels of the memory band's y axis, from 0 at the bottom to `ticks.back()` at the top.
+  void memory_axis(double top, const std::vector<double>& ticks) {
+    if (ticks.empty()) return;
+    out_ << "<line x1=\"" << kLeft << "\" y1=\"" << top << "\" x2=\"" << kLeft << "\" y2=\"" << top + kMemoryHeight
+         << "\" stroke=\"#999\"/>\n";
+    for (const double tick : ticks) {
+      const double at = y(tick, top, ticks.back());
+      out_ << "<line x1=\"" << kLeft << "\" y1=\"" << at << "\" x2=\"" << kWidth - kRight << "\" y2=\"" << at
+           << "\" stroke=\"#e0e0e0\"/>\n<text x=\"" << kLeft - 4 << "\" y=\"" << at + 3
+           << "\" font-size=\"9\" text-anchor=\"end\">" << axis_bytes_label(tick) << "</text>\n";
+    }
+  }
+
+  // The device's memory as a dashed line across the band, labelled at the right end; the label sits
+  // under the line when the line is at the band's top, where the lane above would cover it.
+  void capacity_line(double top, double range, double capacity_bytes, const std::string& device_name) {
+    const double at = y(capacity_bytes, top, range);
+    const double label_y = at - top < 12.0 ? at + 11.0 : at - 3.0;
+    const std::string label =
+        (device_name.empty() ? "device memory" : device_name) + ": " + axis_bytes_label(capacity_bytes);
+    out_ << "<line x1=\"" << kLeft << "\" y1=\"" << at << "\" x2=\"" << kWidth - kRight << "\" y2=\"" << at
+         << "\" stroke=\"#c62828\" stroke-width=\"1.5\" stroke-dasharray=\"6,4\"/>\n<text x=\"" << kWidth - kRight - 4
+         << "\" y=\"" << label_y << "\" font-size=\"10\" text-anchor=\"end\" fill=\"#c62828\" stroke=\"#fff\" "
+         << "stroke-width=\"3\" paint-order=\"stroke\">" << escape(label) << "</text>\n";
+  }
+
+  // `range`: the bytes at the band's top (the y axis's last tick).
+  void memory_area(const TimelineMemory& memory, double top, double range) {
     const std::vector<MemorySample> samples = per_pixel(memory.samples);
-    if (samples.empty() || peak_bytes == 0) return;
+    if (samples.empty() || range <= 0.0) return;
     // One stacked band per category, drawn as steps: a value holds until the next sample.
     const size_t count = samples.size();
     std::vector<int64_t> start_ns(count), end_ns(count), below(count, 0);
@@ -103,12 +166,12 @@ class SvgPainter {
       std::vector<int64_t> above(count);
       for (size_t i = 0; i < count; ++i) {
         above[i] = below[i] + samples[i].bytes[static_cast<size_t>(category)];
-        points << x(start_ns[i]) << ',' << y(above[i], top, peak_bytes) << ' ' << x(end_ns[i]) << ','
-               << y(above[i], top, peak_bytes) << ' ';
+        points << x(start_ns[i]) << ',' << y(above[i], top, range) << ' ' << x(end_ns[i]) << ','
+               << y(above[i], top, range) << ' ';
       }
       for (size_t i = count; i-- > 0;) {
-        points << x(end_ns[i]) << ',' << y(below[i], top, peak_bytes) << ' ' << x(start_ns[i]) << ','
-               << y(below[i], top, peak_bytes) << ' ';
+        points << x(end_ns[i]) << ',' << y(below[i], top, range) << ' ' << x(start_ns[i]) << ','
+               << y(below[i], top, range) << ' ';
       }
       out_ << "<polygon points=\"" << points.str() << "\" fill=\"" << kCategoryColors[category] << "\" stroke=\"none\"/>\n";
       below = above;
@@ -118,8 +181,8 @@ class SvgPainter {
   std::ostringstream& out() { return out_; }
 
  private:
-  double y(int64_t bytes, double top, int64_t peak_bytes) const {
-    return top + kMemoryHeight - kMemoryHeight * static_cast<double>(bytes) / static_cast<double>(peak_bytes);
+  static double y(double bytes, double top, double range) {
+    return top + kMemoryHeight - kMemoryHeight * bytes / range;
   }
 
   // Keeps, of the samples that fall on one pixel column, the one holding the most bytes, so the
@@ -206,6 +269,13 @@ std::string timeline_svg(const Timeline& timeline) {
       peak_bytes = std::max(peak_bytes, total);
     }
   }
+  // One y axis for every rank, tall enough for the peak and the capacity: a run far under the
+  // device's memory still shows the line, and one over it shows the peak above the line.
+  const double capacity = timeline.device_memory_bytes;
+  const bool capacity_known = capacity > 0.0 && std::isfinite(capacity);
+  const double shown_bytes = std::max(static_cast<double>(peak_bytes), capacity_known ? capacity : 0.0);
+  const std::vector<double> ticks = memory_ticks(shown_bytes);
+  const double range = ticks.empty() ? 0.0 : ticks.back();
   const size_t drawn = std::min<size_t>(timeline.ranks.size(), kRanksDrawn);
   for (size_t index = 0; index < drawn; ++index) {
     const int rank = timeline.ranks[index];
@@ -219,9 +289,11 @@ std::string timeline_svg(const Timeline& timeline) {
       painter.collective_lane(rank, track, top);
       top += kRow;
     }
-    body << "<text x=\"4\" y=\"" << top + 12 << "\" font-size=\"10\">memory (0 to " << bytes_label(peak_bytes)
-         << ")</text>\n";
-    painter.memory_area(timeline.memory[index], top, peak_bytes);
+    body << "<text x=\"4\" y=\"" << top + 12 << "\" font-size=\"10\">memory</text>\n<text x=\"4\" y=\"" << top + 24
+         << "\" font-size=\"10\">peak " << bytes_label(peak_bytes) << "</text>\n";
+    painter.memory_axis(top, ticks);
+    painter.memory_area(timeline.memory[index], top, range);
+    if (capacity_known) painter.capacity_line(top, range, capacity, timeline.device_name);
     top += kMemoryHeight + 16;
   }
   std::ostringstream svg;
