@@ -70,7 +70,6 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"", "wandb", not_used, kMonitor},
     {"", "csv_monitor", not_used, kMonitor},
     {"", "comet", not_used, kMonitor},
-    {"", "fp16", not_used, "fp16 is not built; bf16.enabled gives bf16 compute with f32 master weights"},
     {"", "bfloat16", not_used, "DeepSpeed's old name for bf16; zero3 reads bf16.enabled"},
     {"", "torch_autocast", not_used, kBf16Compute},
     {"", "zero_allow_untested_optimizer", not_used, "zero3 runs its own AdamW only"},
@@ -123,7 +122,6 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
      "now check_grad_overflow; zero3 checks no overflow, skips no step"},
 
     // fp16: nothing is read (fp16 is not built).
-    {"/fp16", "enabled", not_used, kNoFp16},
     {"/fp16", "auto_cast", not_used, kNoFp16},
     {"/fp16", "loss_scale", not_used, kNoFp16},
     {"/fp16", "initial_scale_power", not_used, kNoFp16},
@@ -197,11 +195,6 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"/zero_optimization", "cpu_offload_use_pin_memory", not_built_yet, "nothing is offloaded, so nothing is pinned"},
     {"/zero_optimization", "zenflow", not_used, "offload is not built; every parameter is updated at every step"},
     {"/zero_optimization", "sub_group_size", not_used, "AdamW steps each rank's whole shard at once"},
-    {"/zero_optimization", "prefetch_bucket_size", not_used, "zero3 reads this setting as stage3_prefetch_bucket_size"},
-    {"/zero_optimization", "param_persistence_threshold", not_used,
-     "zero3 reads this setting as stage3_param_persistence_threshold"},
-    {"/zero_optimization", "max_live_parameters", not_used, "zero3 reads this setting as stage3_max_live_parameters"},
-    {"/zero_optimization", "max_reuse_distance", not_used, "zero3 reads this setting as stage3_max_reuse_distance"},
     {"/zero_optimization", "model_persistence_threshold", not_used,
      "zero3 bounds persistence per parameter only (stage3_param_persistence_threshold)"},
     {"/zero_optimization", "stage3_model_persistence_threshold", not_used,

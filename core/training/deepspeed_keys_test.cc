@@ -1,6 +1,7 @@
 // Advice for unread config keys: a slip names the key meant, a real DeepSpeed key says what zero3
 // does instead, anything else is ignored; short keys do not match each other.
 #include "core/training/deepspeed_keys.h"
+#include "core/training/train_config.h"
 
 #include <set>
 #include <string>
@@ -14,13 +15,9 @@ namespace zero3 {
 namespace {
 
 // What train_config.cc reads in each section, as the parser passes it.
-const std::vector<std::string> kTopLevelReads = {"train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                                                 "gradient_clipping", "bf16", "optimizer", "zero_optimization"};
-const std::vector<std::string> kZeroReads = {
-    "stage", "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-    "stage3_param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
-    "zero3_leaf_modules"};
-const std::vector<std::string> kAdamWReads = {"lr", "betas", "eps", "weight_decay"};
+const std::vector<std::string>& kTopLevelReads = keys_zero3_reads("");
+const std::vector<std::string>& kZeroReads = keys_zero3_reads("/zero_optimization");
+const std::vector<std::string>& kAdamWReads = keys_zero3_reads("/optimizer/params");
 
 TEST(DeepSpeedKeys, AMisspeltKeyNamesTheKeyMeant) {
   EXPECT_EQ(unused_key_advice("/zero_optimization", "stage3_param_persitence_threshold", kZeroReads),
@@ -59,11 +56,11 @@ TEST(DeepSpeedKeys, ADeepSpeedKeyZero3DoesNotUseSaysWhatZero3DoesInstead) {
 }
 
 TEST(DeepSpeedKeys, ADeepSpeedKeyIsNeverCalledASlip) {
-  // prefetch_bucket_size is within reach of stage3_prefetch_bucket_size, which zero3 reads, but
-  // DeepSpeed accepts both names (zero3 only the second): it is named as a DeepSpeed key, not a slip.
-  EXPECT_EQ(unused_key_advice("/zero_optimization", "prefetch_bucket_size", kZeroReads),
-            "/zero_optimization/prefetch_bucket_size is a DeepSpeed key zero3 does not use: zero3 reads this setting "
-            "as stage3_prefetch_bucket_size");
+  // model_persistence_threshold is within reach of param_persistence_threshold, which zero3 reads,
+  // but it is a DeepSpeed key of its own: named as one, not as a slip.
+  const std::string model = unused_key_advice("/zero_optimization", "model_persistence_threshold", kZeroReads);
+  EXPECT_EQ(model.find("/zero_optimization/model_persistence_threshold is a DeepSpeed key zero3 does not use"), 0u)
+      << model;
   for (const DeepSpeedKey& entry : unread_deepspeed_keys()) {
     const std::string advice = unused_key_advice(std::string(entry.section), std::string(entry.key), {});
     EXPECT_EQ(advice.find("not a DeepSpeed key"), std::string::npos) << advice;
@@ -125,7 +122,9 @@ TEST(DeepSpeedKeys, EachSectionAndKeyIsListedOnce) {
 TEST(DeepSpeedKeys, NoListedKeyIsOneZero3Reads) {
   // The parser's lists are the word on what zero3 reads; a row for one of them would contradict it.
   const std::vector<std::pair<std::string_view, const std::vector<std::string>*>> reads = {
-      {"", &kTopLevelReads}, {"/zero_optimization", &kZeroReads}, {"/optimizer/params", &kAdamWReads}};
+      {"", &kTopLevelReads}, {"/zero_optimization", &kZeroReads}, {"/optimizer/params", &kAdamWReads},
+      {"/fp16", &keys_zero3_reads("/fp16")}, {"/bf16", &keys_zero3_reads("/bf16")},
+      {"/optimizer", &keys_zero3_reads("/optimizer")}};
   for (const DeepSpeedKey& entry : unread_deepspeed_keys()) {
     for (const auto& [section, keys] : reads) {
       if (entry.section != section) continue;

@@ -6,6 +6,7 @@
 
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
+#include "core/training/deepspeed_keys.h"
 
 namespace zero3 {
 
@@ -43,26 +44,31 @@ bool is_auto(const JsonReader& value, TrainConfig& config) {
   config.auto_keys.push_back(value.path());
   return true;
 }
+// DeepSpeed's ZeRO config takes each stage3_ setting under its field name too (pydantic aliases).
 const std::vector<std::string> kZeroKeys = {
-    "stage", "stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-    "stage3_param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
+    "stage", "stage3_prefetch_bucket_size", "prefetch_bucket_size", "stage3_max_live_parameters",
+    "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance", "stage3_param_persistence_threshold",
+    "param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
     "zero3_leaf_modules"};
+const std::vector<std::string> kOptimizerKeys = {"type", "params"};
+const std::vector<std::string> kAdamWKeys = {"lr", "betas", "eps", "weight_decay"};
+const std::vector<std::string> kPrecisionKeys = {"enabled"};
 
 void warn_unknown_keys(const JsonReader& object, const std::vector<std::string>& known,
                        std::vector<std::string>* warnings) {
   for (const auto& key : object.keys()) {
     bool is_known = false;
     for (const auto& name : known) is_known = is_known || name == key;
-    if (!is_known && warnings) warnings->push_back(object.path() + "/" + key + " is not used by zero3");
+    if (!is_known && warnings) warnings->push_back(unused_key_advice(object.path(), key, known));
   }
 }
 
 void parse_optimizer(const JsonReader& optimizer, TrainConfig& config, std::vector<std::string>* warnings) {
-  warn_unknown_keys(optimizer, {"type", "params"}, warnings);
+  warn_unknown_keys(optimizer, kOptimizerKeys, warnings);
   if (optimizer.has("type")) optimizer.at("type").as_choice({"AdamW", "adamw", "Adam", "adam"});
   if (!optimizer.has("params")) return;
   const JsonReader params = optimizer.at("params");
-  warn_unknown_keys(params, {"lr", "betas", "eps", "weight_decay"}, warnings);
+  warn_unknown_keys(params, kAdamWKeys, warnings);
   AdamWHyper& adamw = config.adamw;
   auto read_number = [&](const char* key, float& out, double max) {
     if (params.has(key) && !is_auto(params.at(key), config)) out = static_cast<float>(params.at(key).as_number(0.0, max));
@@ -86,13 +92,20 @@ void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<st
     if (stage != 0 && stage != 3) zero_json.at("stage").fail("0 (DDP) or 3 (ZeRO-3); stages 1 and 2 are not built");
     zero.stage = static_cast<int>(stage);
   }
-  auto read_elements = [&](const char* key, int64_t& out, int64_t min) {
+  auto read_elements = [&](const std::string& key, int64_t& out, int64_t min) {
     if (zero_json.has(key) && !is_auto(zero_json.at(key), config)) out = zero_json.at(key).as_int(min, kElementsMax);
   };
-  read_elements("stage3_prefetch_bucket_size", zero.prefetch_bucket_elements, 0);
-  read_elements("stage3_max_live_parameters", zero.max_live_elements, 0);
-  read_elements("stage3_max_reuse_distance", zero.max_reuse_distance, 0);
-  read_elements("stage3_param_persistence_threshold", zero.persistence_threshold, 0);
+  // A stage3_ setting under either of DeepSpeed's names, but not both (which one would win is a guess).
+  auto read_stage3 = [&](const std::string& field, int64_t& out) {
+    if (zero_json.has(field) && zero_json.has("stage3_" + field)) {
+      zero_json.at(field).fail("one of " + field + " and stage3_" + field + " (DeepSpeed's two names for it)");
+    }
+    read_elements(zero_json.has(field) ? field : "stage3_" + field, out, 0);
+  };
+  read_stage3("prefetch_bucket_size", zero.prefetch_bucket_elements);
+  read_stage3("max_live_parameters", zero.max_live_elements);
+  read_stage3("max_reuse_distance", zero.max_reuse_distance);
+  read_stage3("param_persistence_threshold", zero.persistence_threshold);
   read_elements("reduce_bucket_size", zero.reduce_bucket_elements, 1);
   if (zero_json.has("overlap_comm")) zero.overlap_comm = zero_json.at("overlap_comm").as_bool();
   if (zero_json.has("zero3_placeholder_policy")) {
@@ -111,7 +124,7 @@ void parse_precision(const JsonReader& root, TrainConfig& config, std::vector<st
   bool any_auto = false;
   if (root.has("fp16")) {
     const JsonReader fp16 = root.at("fp16");
-    warn_unknown_keys(fp16, {"enabled"}, warnings);
+    warn_unknown_keys(fp16, kPrecisionKeys, warnings);
     if (fp16.has("enabled")) {
       const JsonReader enabled = fp16.at("enabled");
       any_auto = is_auto(enabled, config);
@@ -124,7 +137,7 @@ void parse_precision(const JsonReader& root, TrainConfig& config, std::vector<st
   }
   if (root.has("bf16")) {
     const JsonReader bf16 = root.at("bf16");
-    warn_unknown_keys(bf16, {"enabled"}, warnings);
+    warn_unknown_keys(bf16, kPrecisionKeys, warnings);
     if (bf16.has("enabled")) {
       if (is_auto(bf16.at("enabled"), config)) {
         any_auto = true;
@@ -162,6 +175,16 @@ std::string setting_text(const TrainConfig& config, const std::string& path) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& keys_zero3_reads(const std::string& section) {
+  static const std::vector<std::string> none;
+  if (section.empty()) return kTopLevelKeys;
+  if (section == "/zero_optimization") return kZeroKeys;
+  if (section == "/optimizer") return kOptimizerKeys;
+  if (section == "/optimizer/params") return kAdamWKeys;
+  if (section == "/bf16" || section == "/fp16") return kPrecisionKeys;
+  return none;
+}
 
 std::string auto_resolutions(const TrainConfig& config) {
   std::string out;

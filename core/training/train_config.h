@@ -56,6 +56,9 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
 // Reads and parses a config file; InputError if it cannot be read or is not JSON.
 TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings);
 nlohmann::json train_config_to_json(const TrainConfig& config);
+// The keys zero3 reads in a section of the config ("" the top level, "/zero_optimization",
+// "/optimizer", "/optimizer/params", "/bf16", "/fp16"); empty for any other.
+const std::vector<std::string>& keys_zero3_reads(const std::string& section);
 // What each "auto" of the file became, from the final config: "train_micro_batch_size_per_gpu=8,
 // bf16.enabled=true"; "" when the file had none.
 std::string auto_resolutions(const TrainConfig& config);

@@ -119,6 +119,28 @@ TEST(TrainConfig, OriginsSayWhichSettingsTheFileGave) {
   EXPECT_EQ(given.precision_origin, SettingOrigin::file);
 }
 
+TEST(TrainConfig, UnreadKeysGetAdviceATypoItsKeyAndADeepSpeedKeyWhatZero3DoesInstead) {
+  std::vector<std::string> warnings;
+  parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"stage3_param_persitence_threshold": 10,
+      "offload_optimizer": {"device": "cpu"}}})"), "ds_config.json", &warnings);
+  ASSERT_EQ(warnings.size(), 2u);  // in the JSON object's key order
+  EXPECT_NE(warnings[0].find("is a DeepSpeed key zero3 does not implement yet"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("did you mean stage3_param_persistence_threshold?"), std::string::npos) << warnings[1];
+}
+
+TEST(TrainConfig, ReadsEachStage3SettingUnderEitherOfDeepSpeedsNames) {
+  std::vector<std::string> warnings;
+  const TrainConfig config = parse_train_config(
+      nlohmann::json::parse(R"({"zero_optimization": {"prefetch_bucket_size": 7, "param_persistence_threshold": 9}})"),
+      "c", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_EQ(config.zero.prefetch_bucket_elements, 7);
+  EXPECT_EQ(config.zero.persistence_threshold, 9);
+  const std::string both = error_of(nlohmann::json::parse(
+      R"({"zero_optimization": {"max_live_parameters": 1, "stage3_max_live_parameters": 2}})"));
+  EXPECT_NE(both.find("/zero_optimization/max_live_parameters"), std::string::npos) << both;
+}
+
 TEST(TrainConfig, RoundTripsThroughItsJsonForm) {
   TrainConfig config;
   config.gradient_accumulation_steps = 3;
