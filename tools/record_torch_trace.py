@@ -7,7 +7,10 @@ running module (so `F.linear(x, other.weight)` and tied heads show up as externa
 ZeRO-3 must see them). Full backward pre/post hooks give the backward events when they nest
 (they are informational: replay follows autograd's reverse order). Leaf modules record the bytes
 of their outputs as activation_bytes. Flops are left to replay, which derives them from shapes
-and `tokens`.
+and `tokens`, except where a module computes with a weight it does not own (a tied head): replay
+would count nothing there, so it gets explicit flops. The trace also says the `batch` and
+`seq_len` it was recorded at (tokens = batch * seq_len), so that `zero3 replay --micro-batch B
+--seq-len S` can rescale the recorded activation bytes and flops without recording again.
 
     import torch, record_torch_trace as rec
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 4))
@@ -15,7 +18,9 @@ and `tokens`.
     trace = rec.record(model, batches, lambda out, y: torch.nn.functional.mse_loss(out, y), name="mlp")
     rec.write(trace, "mlp.json")          # then: zero3 replay mlp.json --ranks 8
 
-Command line: `record_torch_trace.py --demo OUT.json` records a small tied-embedding transformer.
+Command line: `record_torch_trace.py --demo OUT.json` records a small tied-embedding transformer;
+`record_torch_trace.py --hf MODEL_TYPE OUT.json` records a Hugging Face causal LM built from its
+config alone (tools/record_hf_trace.py).
 """
 import argparse
 import json
@@ -116,6 +121,40 @@ def _tensors(torch, value):
     return []
 
 
+def _external_flops(events, own_params, matmul_numel, module_types, tokens):
+    """Writes explicit flops on the invocations that compute with a weight they do not own (a tied LM
+    head): replay derives a module's flops from its own parameters only (traces/FORMAT.md), so
+    left alone such a head would cost nothing. The explicit value is what replay would derive had
+    the module owned them: 2 * tokens * numel over the >= 2-dim parameters it owns or uses;
+    embedding lookups stay free."""
+    events = list(events)
+    open_enters = []   # index of the enter event of each running invocation
+    extra = {}         # enter index -> external weight elements used
+    for index, event in enumerate(events):
+        if event[0] == "enter":
+            open_enters.append(index)
+        elif event[0] == "exit":
+            open_enters.pop()
+        elif event[0] == "param" and open_enters:
+            module, param = event[1], event[2]
+            if (param not in own_params.get(module, ()) and matmul_numel.get(param)
+                    and "Embedding" not in module_types.get(module, "")):
+                extra[open_enters[-1]] = extra.get(open_enters[-1], 0) + matmul_numel[param]
+    for index, numel in extra.items():
+        name = events[index][1]
+        own = sum(matmul_numel.get(p, 0) for p in own_params.get(name, ()))
+        activation = events[index][3:4]
+        events[index] = ["enter", name, 2 * tokens * (own + numel)] + activation
+    return events
+
+
+def _numel(shape):
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
 def _compact(events, own_params):
     """enter m, param m p for each of m's own parameters in order, exit m  ->  call m."""
     out = []
@@ -137,16 +176,92 @@ def _compact(events, own_params):
     return out
 
 
-def record(model, batches, loss_fn, steps=1, optimizer=None, name="torch-model", tokens=None, backward_hooks=True):
+def _first_tensor(torch, value):
+    """The tensor that says the micro-step's shape: the value itself, a dict's "input_ids" (a Hugging
+    Face batch), else the first tensor found."""
+    if isinstance(value, dict) and isinstance(value.get("input_ids"), torch.Tensor):
+        return value["input_ids"]
+    tensors = _tensors(torch, value)
+    return tensors[0] if tensors else None
+
+
+def input_shape(torch, first_input):
+    """(batch, seq_len) that the first input implies, or None when it holds no tensor: integer token
+    ids [B, S] (or [B, S, ...]) are B sequences of S tokens and [B] is B one-token sequences; float
+    features [B, ..., F] are B sequences of numel / (B * F) positions (a [B, F] batch of feature
+    vectors is B one-token sequences). These are the defaults record() writes; pass batch/seq_len
+    where the input's layout says otherwise (a flattened [B * S, F])."""
+    tensor = _first_tensor(torch, first_input)
+    if tensor is None:
+        return None
+    if tensor.dim() == 0:
+        return 1, 1
+    batch = int(tensor.shape[0])
+    if batch == 0:
+        return None
+    if tensor.is_floating_point() or tensor.is_complex():
+        if tensor.dim() == 1:
+            return 1, 1  # one feature vector
+        return batch, max(1, tensor.numel() // (batch * int(tensor.shape[-1]) or 1))
+    return batch, max(1, tensor.numel() // batch)
+
+
+def micro_step_shape(torch, first_input, tokens=None, batch=None, seq_len=None):
+    """(tokens, batch, seq_len) to write, batch and seq_len None when the trace should leave them out.
+    Checked before recording, so a wrong argument fails in a second rather than after a long run.
+    Only `tokens`: written alone (the caller knows the token count, not how it splits into
+    sequences). `batch` or `seq_len` alone: the other is the input's tokens (or `tokens`) divided
+    by it. Raises ValueError when the arguments contradict each other."""
+    for label, value, least in (("batch", batch, 1), ("seq_len", seq_len, 1), ("tokens", tokens, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ValueError(f"record(): {label} must be an integer >= {least}, not {value!r}")
+    if batch is None and seq_len is None:
+        if tokens is not None:
+            return tokens, None, None
+        shape = input_shape(torch, first_input)
+        if shape is None:
+            raise ValueError("record(): the first input holds no non-empty tensor to take batch and seq_len from; "
+                             "pass batch= and seq_len= (or tokens=)")
+        return shape[0] * shape[1], shape[0], shape[1]
+    if batch is not None and seq_len is not None:
+        if tokens is not None and tokens != batch * seq_len:
+            raise ValueError(f"record(): tokens={tokens} contradicts batch={batch} * seq_len={seq_len} "
+                             f"= {batch * seq_len}; give tokens = batch * seq_len, or leave tokens out")
+        return batch * seq_len, batch, seq_len
+    given_label, given = ("batch", batch) if batch is not None else ("seq_len", seq_len)
+    if tokens is not None:
+        total, source = tokens, f"tokens={tokens}"
+    else:
+        shape = input_shape(torch, first_input)
+        if shape is None:
+            raise ValueError(f"record(): {given_label}={given} without the other: pass both batch= and seq_len=")
+        total, source = shape[0] * shape[1], f"the input's {shape[0] * shape[1]} tokens"
+    if total % given:
+        raise ValueError(f"record(): {given_label}={given} does not divide {source}; "
+                         "pass both batch= and seq_len=")
+    other = total // given
+    if other < 1:
+        raise ValueError(f"record(): {source} leave no whole sequence for {given_label}={given}")
+    return (total, given, other) if batch is not None else (total, other, given)
+
+
+def record(model, batches, loss_fn, steps=1, optimizer=None, name="torch-model", tokens=None, backward_hooks=True,
+           batch=None, seq_len=None, notes=None):
     """Runs `steps` optimizer steps of `model` over `batches` (one micro-step per (input, target)) and
-    returns the trace as a dict. `tokens`: tokens per micro-step for derived flops (default: the
-    input's rows; every element for integer token ids). `backward_hooks=False` leaves the backward
+    returns the trace as a dict. An input that is a dict is passed as keyword arguments (a Hugging
+    Face batch: `{"input_ids": ids, "labels": ids}` with `loss_fn = lambda out, _: out.loss`).
+    `batch`, `seq_len`: sequences per micro-step and tokens per sequence that the recorded
+    activation bytes belong to, written with tokens = batch * seq_len so replay can rescale them
+    (default: from the first input, see input_shape()). `tokens` alone writes only the token
+    count, for flops derived from shapes. `backward_hooks=False` leaves the backward
     events out, for models whose forward modifies a module's output in place (PyTorch refuses
-    full backward hooks there)."""
+    full backward hooks there). `notes` goes into the trace's notes (assumptions worth keeping
+    next to the numbers)."""
     import torch
     import torch.utils._pytree as pytree
     from torch.overrides import TorchFunctionMode
 
+    tokens, batch, seq_len = micro_step_shape(torch, batches[0][0], tokens, batch, seq_len)
     recorder = _Recorder(torch, model)
 
     class ParameterAccesses(TorchFunctionMode):
@@ -164,7 +279,7 @@ def record(model, batches, loss_fn, steps=1, optimizer=None, name="torch-model",
         for _ in range(steps):
             for inputs, targets in batches:
                 with ParameterAccesses():
-                    output = model(inputs)
+                    output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
                 loss = loss_fn(output, targets)
                 recorder.events.append(["backward"])
                 loss.backward()
@@ -183,21 +298,25 @@ def record(model, batches, loss_fn, steps=1, optimizer=None, name="torch-model",
     for param in recorder.params:
         owner = param[1].rsplit(".", 1)[0] if "." in param[1] else ""
         own.setdefault(owner, []).append(param[1])
-    first_input = batches[0][0]
-    if tokens is None:
-        tokens = first_input.numel() if not first_input.is_floating_point() else max(1, first_input.numel() // first_input.shape[-1])
+    matmul_numel = {p[1]: _numel(p[2]) for p in recorder.params if len(p[2]) >= 2}
+    module_types = dict(recorder.modules)
     steps_json = []
     for events in step_events:
-        events = _compact(events, own)
+        events = _compact(_external_flops(events, own, matmul_numel, module_types, tokens), own)
         if steps_json and steps_json[-1]["events"] == events:
             steps_json[-1]["repeat"] += 1
         else:
             steps_json.append({"ranks": "all", "repeat": 1, "events": events})
     dtype = recorder.params[0][3] if recorder.params else "f32"
     params = [p[:3] + ([p[3]] if p[3] != dtype else []) for p in recorder.params]
-    return {"zero3_trace": 1, "source": "tools/record_torch_trace.py", "name": name,
-            "dtype": dtype if dtype in ("f32", "bf16") else "f32", "tokens": int(tokens),
-            "modules": recorder.modules, "params": params, "steps": steps_json}
+    trace = {"zero3_trace": 1, "source": "tools/record_torch_trace.py", "name": name,
+             "dtype": dtype if dtype in ("f32", "bf16") else "f32", "tokens": int(tokens)}
+    if batch is not None:
+        trace["batch"], trace["seq_len"] = int(batch), int(seq_len)
+    if notes:
+        trace["notes"] = notes
+    trace.update({"modules": recorder.modules, "params": params, "steps": steps_json})
+    return trace
 
 
 def write(trace, path):
@@ -244,8 +363,16 @@ def demo_model(torch):
 
 def main():
     parser = argparse.ArgumentParser(description="Record a zero3 trace from a PyTorch module")
-    parser.add_argument("--demo", metavar="OUT", required=True, help="record the built-in demo model to OUT")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--demo", metavar="OUT", help="record the built-in demo model to OUT")
+    mode.add_argument("--hf", nargs=2, metavar=("MODEL_TYPE", "OUT"),
+                      help="record a Hugging Face causal LM built from its config (tools/record_hf_trace.py)")
+    import record_hf_trace
+    record_hf_trace.add_arguments(parser)
     args = parser.parse_args()
+    if args.hf:
+        record_hf_trace.run(args)
+        return
     import torch
     torch.manual_seed(0)
     model = demo_model(torch)
