@@ -8,8 +8,11 @@
 #include "core/base/errors.h"
 #include "tools/bench_comm_command.h"
 #include "tools/commands.h"
+#include "tools/thread_budget.h"
 
 int main(int argc, char** argv) {
+  zero3::wait_passively(argv);
+  zero3::fit_threads_to_the_node();
   CLI::App app{
       "zero3: one ZeRO-3 (fully sharded data parallel) core, trained over a deterministic simulated\n"
       "communicator or CUDA + NCCL, with a property-based harness and trace replay.\n\n"

@@ -21,6 +21,7 @@
 #include "core/training/resume_differences.h"
 #include "core/zero3/rank_program.h"
 #include "tools/failure_kind.h"
+#include "tools/thread_budget.h"
 #include "tools/mpi_training_run.h"
 #include "tools/progress.h"
 #include "tools/sim_training_run.h"
@@ -50,6 +51,7 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("  \"auto\" in %s resolved from flags and defaults: %s\n", options.config_path.c_str(), resolved.c_str());
   std::printf("  data: %s\n", built.data->description().c_str());
+  if (options.backend != "cuda") std::printf("  threads per process: %s\n", thread_choice().description.c_str());
   std::printf("  seed=%llu replay: %s\n", static_cast<unsigned long long>(options.seed), replay_command(options).c_str());
   std::fflush(stdout);
 }
