@@ -28,6 +28,18 @@ def cases(folder):
     consolidated = os.path.join(folder, "full")
     missing = os.path.join(folder, "missing")
     models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "traces", "models")
+    llama = os.path.join(models, "llama-2-7b.json")
+    mixtral = os.path.join(models, "mixtral-8x7b.json")
+    fp16 = write(os.path.join(folder, "fp16.json"), {"fp16": {"enabled": True}})
+    hf_auto = write(os.path.join(folder, "hf_auto.json"), {
+        "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
+        "bf16": {"enabled": "auto"}, "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
+        "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}},
+        "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 10, "offload_param": {"device": "cpu"}}})
+    no_bf16 = write(os.path.join(folder, "no_bf16.json"), {"train_micro_batch_size_per_gpu": 2,
+                                                           "gradient_accumulation_steps": 8})
+    model_spec = write(os.path.join(folder, "spec.json"), {"zero3_model_spec": 1, "kind": "gpt", "vocab": 64,
+                                                           "context": 16, "layers": 2, "heads": 2, "width": 32})
     return [
         # (name, arguments, exit code, texts that must appear, paths that must not exist afterwards)
         ("help lists the commands", ["--help"], 0, ["train", "fuzz", "replay", "bench", "consolidate"], []),
@@ -73,7 +85,8 @@ def cases(folder):
                                    "--save-checkpoint", checkpoint], 0, ["final parameter hash"], []),
         ("resuming at another world size says the global batch changes",
          ["train", "--backend", "sim", "--ranks", "3", "--steps", "3", "--load-checkpoint", checkpoint], 0,
-         ["saved at world size 2, on 3 ranks: the global batch changes from 8 to 12 examples per step"], []),
+         ["saved at world size 2, on 3 ranks: the global batch changes from 8 to 12 examples per step",
+          "resumed at step 2 from " + checkpoint + " (saved at world size 2)\nstep     3/3"], []),
         ("consolidate writes a world-1 checkpoint", ["consolidate", checkpoint, consolidated], 0, [], []),
         ("the reference resumes from the consolidated checkpoint",
          ["train", "--backend", "ref", "--steps", "3", "--load-checkpoint", consolidated], 0,
@@ -165,6 +178,30 @@ def cases(folder):
         ("replay says when the peak does NOT fit the chosen device",
          ["replay", os.path.join(models, "gpt3-175b.json"), "--ranks", "8", "--hardware", "h100"], 0,
          ["\ndoes NOT fit: ", " of 80 GB (", "%) on H100 SXM5 80GB\n"], []),
+        ("replay rescales activations to --micro-batch and says where each setting came from",
+         ["replay", llama, "--ranks", "64", "--hardware", "h100", "--micro-batch", "8"], 0,
+         ["run: micro-batch 8 (--micro-batch) x seq_len 4096 (the trace's) = 32768 tokens", "activation 117.524 GB",
+          "does NOT fit: 120.4 GB of 80 GB"], []),
+        ("a config without a bf16 block keeps the trace's dtype, and its accumulation shows as micro-steps",
+         ["replay", llama, "--ranks", "64", "--config", no_bf16], 0,
+         ["micro-batch 2 (config train_micro_batch_size_per_gpu)", "8 micro-steps per step (config "
+          "gradient_accumulation_steps); bf16 compute (the trace's dtype)", "18.00 bytes per shard element"], []),
+        ("fp16 is refused naming the key, never computed as f32", ["replay", llama, "--config", fp16], 1,
+         [fp16 + ": at /fp16/enabled: expected false (fp16 training", "needs no loss scaling"], []),
+        ("Hugging Face's \"auto\" is accepted and printed as resolved; typos and DeepSpeed keys get advice",
+         ["replay", llama, "--ranks", "8", "--config", hf_auto], 0,
+         ["micro-batch 1 (\"auto\": the trace's)", "config \"auto\" resolved: train_micro_batch_size_per_gpu=1",
+          "bf16/enabled=true", "stage3_param_persitence_threshold is not a DeepSpeed key: did you mean "
+          "stage3_param_persistence_threshold?", "/zero_optimization/offload_param is a DeepSpeed key zero3 does not "
+          "implement yet", "/scheduler is a DeepSpeed key zero3 does not use"], []),
+        ("train prints what \"auto\" became", ["train", "--backend", "ref", "--steps", "1", "--config", hf_auto], 0,
+         ["\"auto\" in " + hf_auto + " resolved from flags and defaults: train_micro_batch_size_per_gpu=4"], []),
+        ("a trace that does not say its batch is not rescaled silently",
+         ["replay", mixtral, "--micro-batch", "8"], 1,
+         [mixtral + ": at /batch: the trace does not say the batch and sequence length", "record_torch_trace.py"], []),
+        ("replay of a model spec says how to record a trace",
+         ["replay", model_spec], 1, ["a zero3 trace, not a model spec: record one with `zero3 train --backend sim",
+                                     "--record TRACE.json`"], []),
         ("demo trains ZeRO-3 and DDP and finds them equal", ["demo"], 0, ["bitwise", "final parameter hash"], []),
     ]
 

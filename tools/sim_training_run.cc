@@ -167,8 +167,11 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
     throw InputError("--record cannot be combined with --load-checkpoint: a trace records a run from its first step");
   }
   if (!options.load_checkpoint.empty()) {
-    warn_about_resume_differences(options.load_checkpoint, read_checkpoint_manifest(options.load_checkpoint),
-                                  options.seed, config, options.ranks);
+    const CheckpointManifest manifest = read_checkpoint_manifest(options.load_checkpoint);
+    warn_about_resume_differences(options.load_checkpoint, manifest, options.seed, config, options.ranks);
+    // Before the step lines, which continue from it.
+    std::printf("  resumed at step %lld from %s (saved at world size %d)\n", static_cast<long long>(manifest.step),
+                options.load_checkpoint.c_str(), manifest.world);
   }
   ProgressBar progress(options.steps, "train");
   run.on_step = [&](const StepStats& stats) {
@@ -193,10 +196,6 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
                 hex64(result.sim.event_log_hash).c_str(), options.record_path.c_str(), options.record_path.c_str());
   }
   if (!result.sim.all_ok()) fail_run(result);
-  if (!options.load_checkpoint.empty()) {
-    std::printf("  resumed at step %lld from %s\n", static_cast<long long>(result.steps.front().step),
-                options.load_checkpoint.c_str());
-  }
   if (!options.save_checkpoint.empty()) {
     std::printf("  checkpoint after step %lld (%d shard files + %s) written to %s\n",
                 static_cast<long long>(options.save_at.value_or(options.steps)), options.ranks, kCheckpointMetadataFile,

@@ -18,6 +18,12 @@ void collect(const nlohmann::json& saved, const nlohmann::json& now, const std::
     return;
   }
   if (saved == now) return;
+  // Floats are f32 settings: a checkpoint written before they were saved in their shortest form
+  // (0.003000000026077032) holds the same lr as 0.003.
+  if (saved.is_number_float() && now.is_number_float() &&
+      static_cast<float>(saved.get<double>()) == static_cast<float>(now.get<double>())) {
+    return;
+  }
   const auto text = [](const nlohmann::json& value) { return value.is_null() ? std::string("unset") : value.dump(); };
   out.push_back("train_config " + path + ": " + text(saved) + " in the checkpoint, " + text(now) + " now");
 }

@@ -2,6 +2,7 @@
 #include "core/training/train_config.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 
 #include "core/base/errors.h"
@@ -224,18 +225,24 @@ TrainConfig load_train_config(const std::string& path, std::vector<std::string>*
 
 nlohmann::json train_config_to_json(const TrainConfig& config) {
   const ZeroConfig& zero = config.zero;
+  // Each float as the shortest decimal that reads back as it: lr 0.003, not 0.003000000026077032.
+  auto decimal = [](float value) {
+    char buffer[32];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return std::strtod(std::string(buffer, result.ptr).c_str(), nullptr);
+  };
   return {
       {"train_micro_batch_size_per_gpu", config.micro_batch_size},
       {"gradient_accumulation_steps", config.gradient_accumulation_steps},
-      {"gradient_clipping", config.gradient_clipping},
+      {"gradient_clipping", decimal(config.gradient_clipping)},
       {"bf16", {{"enabled", config.bf16}}},
       {"optimizer",
        {{"type", "AdamW"},
         {"params",
-         {{"lr", config.adamw.lr},
-          {"betas", {config.adamw.beta1, config.adamw.beta2}},
-          {"eps", config.adamw.eps},
-          {"weight_decay", config.adamw.weight_decay}}}}},
+         {{"lr", decimal(config.adamw.lr)},
+          {"betas", {decimal(config.adamw.beta1), decimal(config.adamw.beta2)}},
+          {"eps", decimal(config.adamw.eps)},
+          {"weight_decay", decimal(config.adamw.weight_decay)}}}}},
       {"zero_optimization",
        {{"stage", zero.stage},
         {"stage3_prefetch_bucket_size", zero.prefetch_bucket_elements},

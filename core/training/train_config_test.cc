@@ -150,6 +150,9 @@ TEST(TrainConfig, RoundTripsThroughItsJsonForm) {
   EXPECT_TRUE(warnings.empty());
   EXPECT_EQ(again.gradient_accumulation_steps, 3);
   EXPECT_EQ(again.zero.placeholder, PlaceholderPolicy::scalar);
+  EXPECT_EQ(again.adamw.lr, config.adamw.lr);
+  // Floats are written as the shortest decimal that reads back as the same float.
+  EXPECT_EQ(train_config_to_json(config).at("optimizer").at("params").at("lr").dump(), "0.003");
 }
 
 }  // namespace
