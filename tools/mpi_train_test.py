@@ -79,6 +79,11 @@ def equality_matrix(folder):
             expect_equal(name, mpi_report, sim_report)
             if mpi_report.get("mpi", {}).get("world") != 4:
                 failures.append(f"{name}: the mpi report does not say world 4: {mpi_report.get('mpi')}")
+            # Both print and report the model-state line, with the same measured bytes.
+            if zero == "3" and (mpi_report.get("model_state") != sim_report.get("model_state")
+                                or "model state per rank:" not in mpi.stdout):
+                failures.append(f"{name}: model state: mpi {mpi_report.get('model_state')} vs sim "
+                                f"{sim_report.get('model_state')}")
             print(f"ok  {name}: mpi = sim ({mpi_report['final_state_hash']}, {mpi.seconds:.1f} s)")
 
 
