@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "core/training/checkpoint.h"
+#include "core/training/checkpoint_series.h"
 #include "core/base/errors.h"
 #include "core/models/model_zoo.h"
 #include "core/zero3/rank_program.h"
@@ -48,6 +49,8 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
                              .resume = resume,
                              .save_checkpoint = options.save_checkpoint,
                              .save_after_step = options.save_at_step,
+                             .save_every = options.save_every,
+                             .keep_last = options.keep_last,
                              .on_step = options.on_step,
                              .on_training_done = [&] { output.training_memory = memory_of(sim.allocator()); },
                              .ddp_allreduce_bucket_bytes = options.ddp_allreduce_bucket_bytes};
@@ -100,7 +103,8 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   sim_options.fiber_stack_bytes = 1 << 20;  // model code and BLAS run on the fiber stacks
   sim_options.kernels = &simulated_device_kernels(options.device);
   const std::optional<Checkpoint> resume = checkpoint_to_resume(options);
-  if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
+  if (!options.save_checkpoint.empty() && options.save_every > 0) prepare_checkpoint_series(options.save_checkpoint);
+  else if (!options.save_checkpoint.empty()) prepare_checkpoint_save(options.save_checkpoint);
   SimWorld world(sim_options);
   std::vector<RankOutput> outputs(static_cast<size_t>(options.world));
   DistributedRunResult result;
@@ -108,7 +112,7 @@ DistributedRunResult run_distributed(const DistributedRunOptions& options) {
   result.sim = world.run(
       [&](SimRank& sim) { run_rank(sim, options, resume_from, outputs[static_cast<size_t>(sim.rank())]); });
   // A run that ended before its save step leaves an empty staging folder; a published save, none.
-  if (!options.save_checkpoint.empty()) abandon_checkpoint_save(options.save_checkpoint);
+  if (!options.save_checkpoint.empty() && options.save_every == 0) abandon_checkpoint_save(options.save_checkpoint);
   result.steps = outputs[0].program.steps;
   result.final_state = outputs[0].program.final_state;
   result.counters = outputs[0].program.counters;

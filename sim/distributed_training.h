@@ -54,6 +54,9 @@ struct DistributedRunOptions {
   // Save to this directory after `save_at_step` optimizer steps (0: after the last step).
   std::string save_checkpoint;
   int64_t save_at_step = 0;
+  // > 0: a checkpoint series in save_checkpoint instead (core/training/checkpoint_series.h).
+  int64_t save_every = 0;
+  int64_t keep_last = 0;
   // Where every rank's tensors live and compute: cpu, or opaque (sim/opaque_device.h).
   Device device = Device::cpu;
   // Stage 0 only: gradients all-reduced in buckets of this many f32 bytes, as PyTorch DDP does

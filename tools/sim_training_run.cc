@@ -7,6 +7,7 @@
 
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
+#include "core/training/checkpoint_series.h"
 #include "core/base/errors.h"
 #include "core/base/hash.h"
 #include "core/models/model_zoo.h"
@@ -37,6 +38,8 @@ DistributedRunOptions distributed_options(const TrainOptions& options, const Tra
   run.load_checkpoint = options.load_checkpoint;
   run.save_checkpoint = options.save_checkpoint;
   run.save_at_step = options.save_at.value_or(0);
+  run.save_every = options.save_every;
+  run.keep_last = options.keep_last;
   return run;
 }
 
@@ -162,7 +165,12 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
                 hex64(result.sim.event_log_hash).c_str(), options.record_path.c_str(), options.record_path.c_str());
   }
   if (!result.sim.all_ok()) fail_run(result);
-  if (!options.save_checkpoint.empty()) {
+  if (!options.save_checkpoint.empty() && options.save_every > 0) {
+    std::printf("  checkpoints every %lld steps (%d shard files + %s each) in %s; %s names %s\n",
+                static_cast<long long>(options.save_every), options.ranks, kCheckpointMetadataFile,
+                options.save_checkpoint.c_str(), kLatestCheckpointFile,
+                checkpoint_series_dir(options.save_checkpoint, options.steps).c_str());
+  } else if (!options.save_checkpoint.empty()) {
     std::printf("  checkpoint after step %lld (%d shard files + %s) written to %s\n",
                 static_cast<long long>(options.save_at.value_or(options.steps)), options.ranks, kCheckpointMetadataFile,
                 options.save_checkpoint.c_str());

@@ -86,9 +86,21 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
       ->capture_default_str();
   CLI::Option* save = command.add_option("--save-checkpoint", options.save_checkpoint,
                                          "write a checkpoint to this directory (sim: one shard file per rank)");
-  command.add_option("--save-at", options.save_at, "save after this many optimizer steps (default: after the last)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
-      ->needs(save);
+  CLI::Option* save_at =
+      command.add_option("--save-at", options.save_at, "save after this many optimizer steps (default: after the last)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+          ->needs(save);
+  CLI::Option* save_every =
+      command
+          .add_option("--save-every", options.save_every,
+                      "save after every N optimizer steps and after the last, each into DIR/step_NNNNNNNN with "
+                      "DIR/latest naming the newest (--load-checkpoint DIR reads it), as DeepSpeed's save_checkpoint")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+          ->needs(save)
+          ->excludes(save_at);
+  command.add_option("--keep-last", options.keep_last, "with --save-every: keep only the newest K checkpoints")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->needs(save_every);
   command.add_option("--load-checkpoint", options.load_checkpoint,
                      "resume from this checkpoint directory, saved at any world size; --steps counts from the start "
                      "of training, so the run continues at the checkpoint's step");
@@ -147,6 +159,8 @@ std::string replay_command(const TrainOptions& options) {
   if (!options.load_checkpoint.empty()) command << " --load-checkpoint " << options.load_checkpoint;
   if (!options.save_checkpoint.empty()) command << " --save-checkpoint " << options.save_checkpoint;
   if (options.save_at) command << " --save-at " << *options.save_at;
+  if (options.save_every > 0) command << " --save-every " << options.save_every;
+  if (options.keep_last > 0) command << " --keep-last " << options.keep_last;
   if ((options.backend == "mpi" || options.backend == "cuda") && options.collective_timeout_s != 600.0) {
     command << " --collective-timeout " << options.collective_timeout_s;
   }

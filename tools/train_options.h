@@ -39,6 +39,8 @@ struct TrainOptions {
   std::optional<TrainConfig> base_config;
   std::string save_checkpoint;     // directory (core/training/checkpoint.h)
   std::optional<int64_t> save_at;  // optimizer steps taken when saving; default: after the last
+  int64_t save_every = 0;          // > 0: a checkpoint series (core/training/checkpoint_series.h)
+  int64_t keep_last = 0;           // with save_every: the newest this many stay; 0 keeps all
   std::string load_checkpoint;     // resume from this directory; --steps counts from the start
   double collective_timeout_s = 600.0;  // mpi, cuda: a collective waited on longer fails the run (exit 3)
   std::optional<int> gpus;              // cuda without a launcher: how many local GPUs (default all)

@@ -13,6 +13,7 @@
 #include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/atomic_file.h"
 #include "core/training/checkpoint.h"
+#include "core/training/checkpoint_series.h"
 #include "core/base/errors.h"
 #include "core/base/hash.h"
 #include "core/base/stopwatch.h"
@@ -135,11 +136,14 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
   const StepThroughput throughput = step_throughput(options, config, built, seams.peak_flops);
   const std::optional<Checkpoint> resume = reference_resume(options, config, built, rank == 0);
   // Rank 0 makes the staging folder; the barrier keeps every rank's shard file out until it has.
-  if (!options.save_checkpoint.empty() && rank == 0) prepare_checkpoint_save(options.save_checkpoint);
+  if (!options.save_checkpoint.empty() && rank == 0) {
+    if (options.save_every > 0) prepare_checkpoint_series(options.save_checkpoint);
+    else prepare_checkpoint_save(options.save_checkpoint);
+  }
   if (!options.save_checkpoint.empty() && comm) {
     comm->barrier({.module = "", .params = {}, .step = -1, .phase = "checkpoint"});
   }
-  const StagingCleanup cleanup{rank == 0 ? options.save_checkpoint : std::string()};
+  const StagingCleanup cleanup{rank == 0 && options.save_every == 0 ? options.save_checkpoint : std::string()};
   ProgressBar progress(options.steps, "train");
   StepLines step_lines{.options = options, .throughput = throughput, .progress = progress};
   RankProgramOptions program{
@@ -150,14 +154,15 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
       .resume = resume ? &*resume : nullptr,
       .save_checkpoint = options.save_checkpoint,
       .save_after_step = options.save_at.value_or(0),
+      .save_every = options.save_every,
+      .keep_last = options.keep_last,
       .on_step = [&](const StepStats& stats) {
         step_lines.print(stats);
         if (seams.after_each_step) seams.after_each_step();
       },
-      .on_saved = [&](int64_t steps_taken) {
+      .on_saved = [&](int64_t steps_taken, const std::string& dir) {
         progress.finish();
-        std::printf("  checkpoint after step %lld written to %s\n", static_cast<long long>(steps_taken),
-                    options.save_checkpoint.c_str());
+        std::printf("  checkpoint after step %lld written to %s\n", static_cast<long long>(steps_taken), dir.c_str());
       }};
   CountingAllocator memory;
   const Stopwatch run_watch;

@@ -6,6 +6,7 @@
 
 #include "core/training/checkpoint.h"
 #include "core/base/errors.h"
+#include "core/training/checkpoint_series.h"
 
 namespace zero3 {
 
@@ -79,7 +80,8 @@ void move_staged_checkpoint_in_place(const std::string& dir) {
   fs::remove_all(checkpoint_previous_dir(dir), error);
 }
 
-std::string checkpoint_dir_to_read(const std::string& dir) {
+std::string checkpoint_dir_to_read(const std::string& requested) {
+  const std::string dir = checkpoint_in_series(requested);  // a --save-every folder: its latest
   std::error_code error;
   if (fs::exists(dir, error) || error) return dir;
   const std::string previous = checkpoint_previous_dir(dir);

@@ -5,6 +5,7 @@
 
 #include "core/autograd/context.h"
 #include "core/base/errors.h"
+#include "core/training/checkpoint_series.h"
 #include "core/training/replicated_trainer.h"
 
 namespace zero3 {
@@ -29,24 +30,41 @@ void account_replicated_state(Allocator& allocator, const Model& model, const Tr
 // barrier says every file is on disk and moves the checkpoint in place, and a second barrier tells
 // every rank that it is complete. A rank that fails, or sees a peer fail, removes the staging
 // folder (gone once published), so a failed save leaves the previous checkpoint as it was.
+// A series' step folder is new at each save, so rank 0 prepares its staging folder first and a
+// barrier keeps the other ranks' files out until it has.
 void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& options, const BuiltModel& built,
-                          const Trainer& trainer, int64_t steps_taken) {
+                          const Trainer& trainer, int64_t steps_taken, const std::string& dir) {
   const CheckpointManifest manifest =
       manifest_of(*built.model, world_of(seams), steps_taken, options.seed, built.spec, options.config);
-  const std::string staging = checkpoint_staging_dir(options.save_checkpoint);
+  const std::string staging = checkpoint_staging_dir(dir);
   const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
+  const bool series = options.save_every > 0;
   try {
+    if (series && rank_of(seams) == 0) prepare_checkpoint_save(dir);
+    if (series && seams.comm) seams.comm->barrier(site);
     write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards());
     if (seams.comm) seams.comm->barrier(site);
     if (rank_of(seams) == 0) {
       write_metadata(staging, manifest);
-      publish_checkpoint(options.save_checkpoint);
+      publish_checkpoint(dir);
+      if (series) record_latest_checkpoint(options.save_checkpoint, steps_taken, options.keep_last);
     }
     if (seams.comm) seams.comm->barrier(site);
   } catch (...) {
-    abandon_checkpoint_save(options.save_checkpoint);
+    abandon_checkpoint_save(dir);
     throw;
   }
+}
+
+// Where the save after `steps_taken` steps goes, or "" when there is none then.
+std::string save_dir_after(const RankProgramOptions& options, int64_t steps_taken) {
+  if (options.save_checkpoint.empty()) return "";
+  if (options.save_every > 0) {
+    const bool due = steps_taken % options.save_every == 0 || steps_taken == options.steps;
+    return due ? checkpoint_series_dir(options.save_checkpoint, steps_taken) : "";
+  }
+  const int64_t save_after = options.save_after_step == 0 ? options.steps : options.save_after_step;
+  return steps_taken == save_after ? options.save_checkpoint : "";
 }
 
 }  // namespace
@@ -75,8 +93,6 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   if (options.resume) trainer->load_full_state(ctx, options.resume->full);
 
   const int64_t first_step = options.resume ? options.resume->manifest.step : 0;
-  int64_t save_after = -1;  // no save
-  if (!options.save_checkpoint.empty()) save_after = options.save_after_step == 0 ? options.steps : options.save_after_step;
   const bool reports = rank_of(seams) == 0;
   RankProgramResult result;
   for (int64_t step = first_step; step < options.steps; ++step) {
@@ -84,9 +100,10 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
     result.steps.push_back(trainer->train_step(ctx, *built.data, step));
     result.steps.back().host_syncs = seams.kernels.host_syncs() - syncs_before;
     if (reports && options.on_step) options.on_step(result.steps.back());
-    if (step + 1 == save_after) {
-      save_rank_checkpoint(seams, options, built, *trainer, step + 1);
-      if (reports && options.on_saved) options.on_saved(step + 1);
+    const std::string save_dir = save_dir_after(options, step + 1);
+    if (!save_dir.empty()) {
+      save_rank_checkpoint(seams, options, built, *trainer, step + 1, save_dir);
+      if (reports && options.on_saved) options.on_saved(step + 1, save_dir);
     }
   }
   if (options.on_training_done) options.on_training_done();

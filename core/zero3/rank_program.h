@@ -40,8 +40,13 @@ struct RankProgramOptions {
   const Checkpoint* resume = nullptr;  // loaded and validated for this model by the caller
   std::string save_checkpoint = {};    // "" for no save; prepare_checkpoint_save() done by the caller
   int64_t save_after_step = 0;         // the optimizer step after which to save; 0: the last
+  // > 0: a checkpoint series instead (checkpoint_series.h): a save after every save_every-th step
+  // and after the last, each into save_checkpoint/step_N, keeping the newest keep_last (0: all).
+  // prepare_checkpoint_series() done by the caller.
+  int64_t save_every = 0;
+  int64_t keep_last = 0;
   std::function<void(const StepStats&)> on_step = {};         // rank 0, after every step
-  std::function<void(int64_t steps_taken)> on_saved = {};      // rank 0, after a save is published
+  std::function<void(int64_t steps_taken, const std::string& dir)> on_saved = {};  // rank 0, once published
   std::function<void()> on_training_done = {};                 // every rank, before the final gather
   EngineObserver* observer = nullptr;                          // ZeRO-3 only
   int64_t ddp_allreduce_bucket_bytes = 0;  // stage 0 only: ReplicatedOptions::allreduce_bucket_bytes
