@@ -11,10 +11,16 @@ else
   ZERO3_BUILD_DIR=${ZERO3_BUILD_DIR:-$ZERO3_ROOT/build}
 fi
 
-# Debian packages the build needs; the CUDA toolkit and NCCL are optional and never installed here.
+# Debian packages the build and `zero3 demo` need; the CUDA toolkit and NCCL are optional and never
+# installed here.
 ZERO3_PACKAGES=(cmake ninja-build g++ ccache googletest libgtest-dev librapidcheck-dev nlohmann-json3-dev
-                libcli11-dev libopenblas-dev libopenblas0-openmp libboost-context-dev openmpi-bin libopenmpi-dev python3 python3-torch
-                python3-venv python3-numpy python3-requests python3-yaml python3-typing-extensions)
+                libcli11-dev libopenblas-dev libopenblas0-openmp libboost-context-dev openmpi-bin libopenmpi-dev python3)
+# And what only the test suite needs (tools/test sets ZERO3_TEST_PACKAGES=1): Debian's torch for the
+# outside oracle and the recorder's test, which brings opencv, gdal and qt5 with it, and what the
+# venvs build on. The demo never pays for them.
+if [ -n "${ZERO3_TEST_PACKAGES:-}" ]; then
+  ZERO3_PACKAGES+=(python3-torch python3-venv python3-numpy python3-requests python3-yaml python3-typing-extensions)
+fi
 
 zero3_log() { printf 'zero3: %s\n' "$*" >&2; }
 
@@ -29,10 +35,17 @@ zero3_install_missing_packages() {
     zero3_log "install them with: sudo apt-get install ${missing[*]}"
     exit 1
   fi
-  zero3_log "installing ${missing[*]}"
+  # apt and dpkg print thousands of lines even with -qq: they go to a log, named here and shown
+  # (its end) only when a step fails.
+  local log="${TMPDIR:-/tmp}/zero3-apt.log"
+  zero3_log "installing ${#missing[@]} Debian packages: ${missing[*]} (apt's output: $log)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2 || { zero3_log "apt-get update failed"; exit 1; }
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || { zero3_log "apt-get install failed"; exit 1; }
+  zero3_log "apt-get update"
+  apt-get update -qq >"$log" 2>&1 || { tail -n 20 "$log" >&2; zero3_log "apt-get update failed; full log: $log"; exit 1; }
+  zero3_log "apt-get install (a few minutes on a fresh machine)"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$log" 2>&1 ||
+    { tail -n 20 "$log" >&2; zero3_log "apt-get install failed; full log: $log"; exit 1; }
+  zero3_log "installed"
 }
 
 zero3_build() {
