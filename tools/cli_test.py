@@ -94,6 +94,11 @@ def cases(folder):
         ("--load-checkpoint of a series resumes from the one latest names",
          ["train", "--backend", "sim", "--ranks", "3", "--steps", "6", "--load-checkpoint", os.path.join(folder, "series")],
          0, ["resumed at step 5 from ", "step     6/6"], []),
+        ("--backend mpi outside a launcher says it runs one rank and how to start W",
+         ["train", "--backend", "mpi", "--steps", "1"], 0,
+         ["without a launcher: this process is the job's only rank (world 1); start W ranks with mpirun -np W"], []),
+        ("the report writes the lr as the float's shortest decimal",
+         ["train", "--backend", "ref", "--steps", "1", "--report", os.path.join(folder, "lr.json")], 0, [], []),
         ("--keep-last without --save-every is a usage error", ["train", "--steps", "1", "--keep-last", "2"], 1,
          ["--keep-last requires --save-every"], []),
         ("consolidate writes a world-1 checkpoint", ["consolidate", checkpoint, consolidated], 0, [], []),
@@ -250,6 +255,13 @@ def main():
         print(("ok   " if said else "FAIL ") + "--backend sim under mpirun's variables warns of duplicate jobs")
         if not said:
             failures.append(f"--backend sim under a launcher: exit {launched.returncode}\n{launched.stderr[-1500:]}")
+        # lr 0.003, not 0.003000000026077032 (the f32's double).
+        lr_report = os.path.join(folder, "lr.json")
+        lr_text = open(lr_report).read() if os.path.exists(lr_report) else ""
+        shortest = '"lr": 0.003,' in lr_text or '"lr": 0.003\n' in lr_text
+        print(("ok   " if shortest else "FAIL ") + "the report's lr reads 0.003")
+        if not shortest:
+            failures.append("the report's lr is not 0.003: " + lr_text[lr_text.find('"lr"'):][:40])
         # The format was taken from the name: a file, not a checkpoint folder called c.safetensors.
         inferred = os.path.join(folder, "c.safetensors")
         print(("ok   " if os.path.isfile(inferred) else "FAIL ") + "consolidate wrote c.safetensors as a file")
