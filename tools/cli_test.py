@@ -28,6 +28,7 @@ def cases(folder):
     consolidated = os.path.join(folder, "full")
     missing = os.path.join(folder, "missing")
     models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "traces", "models")
+    leaf = write(os.path.join(folder, "leaf.json"), {"zero_optimization": {"zero3_leaf_modules": ["moe"]}})
     llama = os.path.join(models, "llama-2-7b.json")
     mixtral = os.path.join(models, "mixtral-8x7b.json")
     fp16 = write(os.path.join(folder, "fp16.json"), {"fp16": {"enabled": True}})
@@ -60,6 +61,11 @@ def cases(folder):
         ("simulated ZeRO-3 with --check equals DDP and the single-process oracle",
          ["train", "--backend", "sim", "--ranks", "3", "--steps", "2", "--check", "--device", "opaque"], 0,
          ["bitwise equal", "single-process reference", "host syncs per step: 2"], []),
+        *[(f"ZeRO stage {stage} on {model} equals DDP bit for bit",
+           ["train", "--backend", "sim", "--ranks", "4", "--steps", "2", "--check", "--zero", str(stage), "--model", model]
+           + (["--config", leaf] if model == "moe-tiny" else []), 0,
+           [f"check: ZeRO-{stage} vs DDP: bitwise equal", "model state per rank:"], [])
+          for stage in (1, 2) for model in ("gpt-tiny", "moe-tiny", "zero-sized")],
         ("--device is refused on the cuda backend", ["train", "--backend", "cuda", "--device", "opaque"], 1,
          ["--device opaque is for the ref, sim and mpi backends"], []),
         ("--gpus on a backend without GPUs is refused", ["train", "--backend", "sim", "--gpus", "2"], 1,

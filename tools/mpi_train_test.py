@@ -62,7 +62,8 @@ def equality_matrix(folder):
             for bf16 in [False, True]:
                 cases.append((model, config, zero, bf16, 1))
     cases = [case + ("cpu",) for case in cases]
-    cases += [("gpt-tiny", "plain", "3", False, 3, "cpu"), ("gpt-tiny", "plain", "0", False, 3, "cpu"),
+    cases += [("gpt-tiny", "plain", "1", False, 2, "cpu"), ("moe-tiny", "leaf", "2", True, 1, "cpu"),
+              ("gpt-tiny", "plain", "3", False, 3, "cpu"), ("gpt-tiny", "plain", "0", False, 3, "cpu"),
               ("moe-tiny", "leaf", "3", True, 3, "cpu"), ("gpt-tiny", "plain", "3", True, 1, "opaque")]
     for model, config, zero, bf16, gas, device in cases:
         name = f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}"
@@ -80,7 +81,7 @@ def equality_matrix(folder):
             if mpi_report.get("mpi", {}).get("world") != 4:
                 failures.append(f"{name}: the mpi report does not say world 4: {mpi_report.get('mpi')}")
             # Both print and report the model-state line, with the same measured bytes.
-            if zero == "3" and (mpi_report.get("model_state") != sim_report.get("model_state")
+            if zero != "0" and (mpi_report.get("model_state") != sim_report.get("model_state")
                                 or "model state per rank:" not in mpi.stdout):
                 failures.append(f"{name}: model state: mpi {mpi_report.get('model_state')} vs sim "
                                 f"{sim_report.get('model_state')}")

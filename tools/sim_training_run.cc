@@ -112,18 +112,20 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
   const StateComparison comparison = compare_runs(zero3_run, ddp_run);
-  std::printf("check: ZeRO-3 vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
-              comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT", static_cast<long long>(comparison.wrong),
-              comparison.max_abs_diff);
+  std::printf("check: ZeRO-%d vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
+              config.zero.stage, comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT",
+              static_cast<long long>(comparison.wrong), comparison.max_abs_diff);
   report["bitwise_equal_to_ddp"] = comparison.bitwise_equal;
   report["max_diff_to_ddp"] = comparison.max_abs_diff;
   report["wrong_vs_ddp"] = comparison.wrong;
   report["ddp_memory_per_rank"] = memory_json(ddp_run);
   report["ddp_collectives"] = collectives_json(ddp_run);
   if (!comparison.bitwise_equal) {
-    throw CorrectnessError("ZeRO-3 differs from the DDP reference:\n" + comparison.first_differences);
+    throw CorrectnessError("ZeRO-" + std::to_string(config.zero.stage) + " differs from the DDP reference:\n" +
+                           comparison.first_differences);
   }
-  enforce_single_process_oracle("ZeRO-3", options, config, zero3_run, report);
+  const std::string zero_run = "ZeRO-" + std::to_string(config.zero.stage);
+  enforce_single_process_oracle(zero_run.c_str(), options, config, zero3_run, report);
 }
 
 
@@ -183,11 +185,11 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   report["collectives"] = collectives_json(result);
   report["trace_invalidations"] = result.counters.trace_invalidations;
   report["faults_fired"] = static_cast<int64_t>(result.sim.fired.size());
-  if (config.zero.stage == 3) {
+  if (config.zero.stage >= 1) {
     const BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});
     report["model_state"] = print_model_state(options, config, *built.model, result.memory.at(0).peak_bytes);
   }
-  if (config.zero.stage == 3 && options.check) check_against_references(options, config, result, report);
+  if (config.zero.stage >= 1 && options.check) check_against_references(options, config, result, report);
   // DDP sums per-rank means where the single process takes one mean: equal within tolerance only.
   if (config.zero.stage == 0 && options.check) enforce_single_process_oracle("DDP", options, config, result, report);
 }

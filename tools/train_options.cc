@@ -45,8 +45,10 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "--ranks may only repeat)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  command.add_option("--zero", options.zero_stage, "0: DDP (unsharded), 3: ZeRO-3; overrides the config")
-      ->check(CLI::IsMember({0, 3}));
+  command.add_option("--zero", options.zero_stage,
+                     "0: DDP (unsharded); 1: optimizer state sharded; 2: gradients too; 3: parameters too (ZeRO-3); "
+                     "overrides the config")
+      ->check(CLI::Range(0, 3));
   command.add_option("--config", options.config_path, "DeepSpeed-style ds_config.json")->check(CLI::ExistingFile);
   command.add_option("--micro-batch", options.micro_batch_size, "examples per rank per micro-step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

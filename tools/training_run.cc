@@ -171,7 +171,7 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
   progress.finish();
   TrainOutcome outcome;
   // Under MPI or CUDA rank 0 speaks for every rank: they hold shards of the same sizes.
-  if (comm && rank == 0 && config.zero.stage == 3) {
+  if (comm && rank == 0 && config.zero.stage >= 1) {
     std::array<int64_t, kMemoryCategoryCount> peaks{};
     for (int category = 0; category < kMemoryCategoryCount; ++category) {
       peaks[static_cast<size_t>(category)] = memory.peak_bytes(static_cast<MemoryCategory>(category));
@@ -201,7 +201,12 @@ nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig&
     if (!param->requires_grad()) frozen_elements += elements;
   }
   const int64_t compute_bytes = config.bf16 ? 2 : 4;
-  const int64_t analytic = (compute_bytes + 4 + 12) * shard_elements - (4 + 8) * frozen_elements;
+  int64_t analytic = (compute_bytes + 4 + 12) * shard_elements - (4 + 8) * frozen_elements;
+  if (config.zero.stage == 1) {  // the whole f32 gradient of every trained parameter, not a shard
+    for (const Parameter* param : model.parameters()) {
+      if (param->requires_grad()) analytic += 4 * (param->numel() - shard_numel(param->numel(), options.ranks));
+    }
+  }
   const int64_t measured = peak_bytes[static_cast<size_t>(MemoryCategory::param_shard)] +
                            peak_bytes[static_cast<size_t>(MemoryCategory::grad_shard)] +
                            peak_bytes[static_cast<size_t>(MemoryCategory::optimizer_state)];

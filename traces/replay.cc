@@ -193,8 +193,8 @@ int replay_world(const Trace& trace, int requested) {
 
 ShapeReplayResult replay_trace(const Trace& trace, const ReplayOptions& options) {
   if (!trace.has_events()) throw InputError("trace '" + trace.name + "' has no events to replay in shape mode");
-  if (options.config.zero.stage != 3) {
-    throw InputError("replay drives the ZeRO-3 engine: zero_optimization.stage must be 3, got " +
+  if (options.config.zero.stage < 1) {
+    throw InputError("replay drives the ZeRO engine: zero_optimization.stage must be 1, 2 or 3, got " +
                      std::to_string(options.config.zero.stage));
   }
   ShapeReplayResult result;

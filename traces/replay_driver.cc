@@ -206,7 +206,11 @@ void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, int6
 }
 
 void ReplayDriver::on_collective(CollectiveOp op, const CallSite& site) {
-  if (op != CollectiveOp::reduce_scatter) return;
+  // The gradient reduction that carries a parameter's gradient: a reduce-scatter, or under ZeRO
+  // stage 1 an all-reduce of the backward's buckets.
+  const bool gradient_reduction =
+      op == CollectiveOp::reduce_scatter || (op == CollectiveOp::all_reduce && site.phase == "backward");
+  if (!gradient_reduction) return;
   for (const std::string& name : site.params) {
     auto it = param_by_name_.find(name);
     if (it == param_by_name_.end()) continue;

@@ -89,9 +89,7 @@ void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<st
   ZeroConfig& zero = config.zero;
   warn_unknown_keys(zero_json, kZeroKeys, warnings);
   if (zero_json.has("stage")) {
-    const int64_t stage = zero_json.at("stage").as_int(0, 3);
-    if (stage != 0 && stage != 3) zero_json.at("stage").fail("0 (DDP) or 3 (ZeRO-3); stages 1 and 2 are not built");
-    zero.stage = static_cast<int>(stage);
+    zero.stage = static_cast<int>(zero_json.at("stage").as_int(0, 3));
   }
   auto read_elements = [&](const std::string& key, int64_t& out, int64_t min) {
     if (zero_json.has(key) && !is_auto(zero_json.at(key), config)) out = zero_json.at(key).as_int(min, kElementsMax);

@@ -17,7 +17,10 @@
 namespace zero3 {
 
 struct ZeroConfig {
-  int stage = 3;                                  // 0 = DDP (unsharded), 3 = ZeRO-3
+  // 0 = DDP (unsharded); 1 = optimizer state sharded, gradients all-reduced; 2 = gradients
+  // reduce-scattered too; 1 and 2 keep every parameter replicated, refreshed by an all-gather after
+  // the step; 3 = parameters sharded as well (ZeRO-3). 1-3 are configurations of one engine.
+  int stage = 3;
   int64_t prefetch_bucket_elements = 50'000'000;  // stage3_prefetch_bucket_size
   int64_t max_live_elements = 1'000'000'000;      // stage3_max_live_parameters
   int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance

@@ -56,7 +56,7 @@ TEST(TrainConfig, InvalidValuesNameFilePathAndRange) {
   EXPECT_NE(negative.find("/gradient_accumulation_steps"), std::string::npos);
   EXPECT_NE(negative.find("[1,"), std::string::npos);
 
-  const std::string stage = error_of(nlohmann::json::parse(R"({"zero_optimization": {"stage": 2}})"));
+  const std::string stage = error_of(nlohmann::json::parse(R"({"zero_optimization": {"stage": 4}})"));
   EXPECT_NE(stage.find("/zero_optimization/stage"), std::string::npos);
 
   const std::string betas = error_of(nlohmann::json::parse(R"({"optimizer": {"params": {"betas": [0.9]}}})"));

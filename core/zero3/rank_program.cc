@@ -74,7 +74,7 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   std::unique_ptr<ReplicatedTrainer> replicated;
   Trainer* trainer = nullptr;
   // Without a communicator this is the single-process reference: unsharded whatever the stage.
-  if (options.config.zero.stage == 3 && seams.comm) {
+  if (options.config.zero.stage >= 1 && seams.comm) {
     engine = std::make_unique<Zero3Engine>(*built.model, *seams.comm, seams.allocator, seams.kernels, options.config,
                                            options.bugs);
     if (options.observer) engine->set_observer(options.observer);

@@ -43,11 +43,17 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
       state->grad_shard = Tensor::zeros({shard_elements}, DType::f32, device_);
     }
     state->shard = cast(kernels_, state->slot.master, compute_dtype_);
-    state->persistent = state->numel <= config_.zero.persistence_threshold;
+    // Stages 1 and 2 replicate every parameter: each is gathered once and kept, as ZeRO-3 keeps a
+    // parameter under the persistence threshold, and refreshed by an all-gather after the step.
+    state->persistent = config_.zero.stage < 3 || state->numel <= config_.zero.persistence_threshold;
     allocator_.acquire(MemoryCategory::param_shard, shard_elements * dtype_bytes(compute_dtype_), param->name());
-    // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient shard.
+    // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient: a shard,
+    // or under stage 1 the whole all-reduced gradient every rank holds.
     allocator_.acquire(MemoryCategory::optimizer_state, (state->frozen ? 1 : 3) * shard_elements * 4, param->name());
-    if (!state->frozen) allocator_.acquire(MemoryCategory::grad_shard, shard_elements * 4, param->name());
+    if (!state->frozen) {
+      const int64_t grad_elements = config_.zero.stage == 1 ? state->numel : shard_elements;
+      allocator_.acquire(MemoryCategory::grad_shard, grad_elements * 4, param->name());
+    }
     // The engine owns the value from now on; the full tensor is dropped so nothing can read it.
     param->data = placeholder(*state);
     states_.push_back(std::move(state));

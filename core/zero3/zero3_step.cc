@@ -158,7 +158,14 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   grads.clear();
   for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
   Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
-  comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+  if (config_.zero.stage == 1) {
+    // Stage 1 all-reduces the whole bucket, as DDP does, and keeps this rank's block of the sum:
+    // the same additions in the same rank order as the reduce-scatter, so the same bits.
+    comm_.all_reduce(world_buffer, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    if (!world_buffer.is_meta()) ctx.kernels().slice(world_buffer, 0, layout.block_numel() * comm_.rank(), block);
+  } else {
+    comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+  }
   counters_.reduce_scatters++;
   for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
     ParamState& state = *reduce_bucket_[i];
