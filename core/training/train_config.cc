@@ -149,13 +149,15 @@ void parse_precision(const JsonReader& root, TrainConfig& config, std::vector<st
   if (any_auto && config.precision_origin == SettingOrigin::unset) config.precision_origin = SettingOrigin::file_auto;
 }
 
+// The shortest text that reads back as the same float: lr 0.003, not 0.003000000026077032.
+std::string shortest_text(float value) {
+  char buffer[32];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
 std::string setting_text(const TrainConfig& config, const std::string& path) {
-  // The shortest text that reads back as the same float: lr 0.003, not 0.00300000003.
-  auto number = [](float value) {
-    char buffer[32];
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-    return std::string(buffer, result.ptr);
-  };
+  const auto number = shortest_text;
   if (path == "/train_micro_batch_size_per_gpu") return std::to_string(config.micro_batch_size);
   if (path == "/gradient_accumulation_steps") return std::to_string(config.gradient_accumulation_steps);
   if (path == "/gradient_clipping") return number(config.gradient_clipping);
@@ -223,12 +225,8 @@ TrainConfig load_train_config(const std::string& path, std::vector<std::string>*
 
 nlohmann::json train_config_to_json(const TrainConfig& config) {
   const ZeroConfig& zero = config.zero;
-  // Each float as the shortest decimal that reads back as it: lr 0.003, not 0.003000000026077032.
-  auto decimal = [](float value) {
-    char buffer[32];
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-    return std::strtod(std::string(buffer, result.ptr).c_str(), nullptr);
-  };
+  // Each float as the double its shortest text reads as, so the JSON says 0.003.
+  auto decimal = [](float value) { return std::strtod(shortest_text(value).c_str(), nullptr); };
   return {
       {"train_micro_batch_size_per_gpu", config.micro_batch_size},
       {"gradient_accumulation_steps", config.gradient_accumulation_steps},
