@@ -19,23 +19,22 @@ namespace {
 constexpr const char* kStepPrefix = "step_";
 constexpr size_t kStepDigits = 8;
 
-// "step_" and exactly kStepDigits digits, optionally followed by a save's .saving / .previous.
-bool is_series_entry(const std::string& name) {
-  if (name == kLatestCheckpointFile) return true;
-  if (name.rfind(kStepPrefix, 0) != 0) return false;
-  std::string rest = name.substr(5);
-  for (const char* suffix : {".saving", ".previous"}) {
-    const std::string tail = suffix;
-    if (rest.size() > tail.size() && rest.compare(rest.size() - tail.size(), tail.size(), tail) == 0) {
-      rest.resize(rest.size() - tail.size());
-    }
-  }
-  return rest.size() == kStepDigits && std::all_of(rest.begin(), rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+// "step_" and exactly kStepDigits digits: one checkpoint of the series.
+bool is_step_name(const std::string& name) {
+  return name.size() == 5 + kStepDigits && name.rfind(kStepPrefix, 0) == 0 &&
+         std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-bool is_step_folder(const fs::directory_entry& entry) {
-  const std::string name = entry.path().filename().string();
-  return entry.is_directory() && name.size() == 5 + kStepDigits && is_series_entry(name) && name != kLatestCheckpointFile;
+// What a series folder may hold: `latest`, step folders, and their saves' .saving / .previous.
+bool is_series_entry(const std::string& name) {
+  if (name == kLatestCheckpointFile || is_step_name(name)) return true;
+  for (const std::string suffix : {".saving", ".previous"}) {
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        is_step_name(name.substr(0, name.size() - suffix.size()))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -68,7 +67,9 @@ void record_latest_checkpoint(const std::string& dir, int64_t step, int64_t keep
   if (keep_last <= 0) return;
   std::vector<std::string> folders;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
-    if (is_step_folder(entry)) folders.push_back(entry.path().filename().string());
+    if (entry.is_directory() && is_step_name(entry.path().filename().string())) {
+      folders.push_back(entry.path().filename().string());
+    }
   }
   std::sort(folders.begin(), folders.end());  // zero-padded: name order is step order
   const size_t keep = static_cast<size_t>(keep_last);
@@ -86,7 +87,7 @@ std::string checkpoint_in_series(const std::string& dir) {
   std::ifstream in(latest);
   std::string name;
   std::getline(in, name);
-  if (!is_series_entry(name) || name == kLatestCheckpointFile || name.size() != 5 + kStepDigits) {
+  if (!is_step_name(name)) {
     throw InputError(latest.string() + ": expected the name of a step_NNNNNNNN folder beside it, got '" + name + "'");
   }
   return (fs::path(dir) / name).string();
