@@ -15,6 +15,7 @@
 #include "core/sharding/partition.h"
 #include "sim/distributed_training.h"
 #include "sim/single_process_oracle.h"
+#include "tools/model_state.h"
 #include "tools/progress.h"
 #include "tools/training_run.h"
 #include "traces/trace_recorder.h"

@@ -19,10 +19,10 @@
 #include "core/base/stopwatch.h"
 #include "core/tensor/kernels.h"
 #include "core/models/model_zoo.h"
-#include "core/sharding/partition.h"
 #include "core/training/resume_differences.h"
 #include "core/zero3/rank_program.h"
 #include "tools/failure_kind.h"
+#include "tools/model_state.h"
 #include "tools/thread_budget.h"
 #include "tools/mpi_training_run.h"
 #include "tools/progress.h"
@@ -186,44 +186,6 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
 }
 
 }  // namespace
-
-// A rank's measured model-state bytes beside the analytic count for this engine (compute-dtype
-// parameter shard + f32 gradient shard + 12 bytes of f32 master and AdamW moments per shard
-// element; a frozen parameter's shard element holds only the compute-dtype shard and the 4-byte
-// master) and the ZeRO paper's (2 + 2 + K) * psi / W with K = 12, which assumes a 2-byte gradient.
-nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig& config, const Model& model,
-                                 const std::array<int64_t, kMemoryCategoryCount>& peak_bytes) {
-  int64_t shard_elements = 0;
-  int64_t frozen_elements = 0;
-  for (const Parameter* param : model.parameters()) {
-    const int64_t elements = shard_numel(param->numel(), options.ranks);
-    shard_elements += elements;
-    if (!param->requires_grad()) frozen_elements += elements;
-  }
-  const int64_t compute_bytes = config.bf16 ? 2 : 4;
-  int64_t analytic = (compute_bytes + 4 + 12) * shard_elements - (4 + 8) * frozen_elements;
-  if (config.zero.stage == 1) {  // the whole f32 gradient of every trained parameter, not a shard
-    for (const Parameter* param : model.parameters()) {
-      if (param->requires_grad()) analytic += 4 * (param->numel() - shard_numel(param->numel(), options.ranks));
-    }
-  }
-  const int64_t measured = peak_bytes[static_cast<size_t>(MemoryCategory::param_shard)] +
-                           peak_bytes[static_cast<size_t>(MemoryCategory::grad_shard)] +
-                           peak_bytes[static_cast<size_t>(MemoryCategory::optimizer_state)];
-  const double paper = 16.0 * static_cast<double>(model.parameter_count()) / options.ranks;
-  std::printf("model state per rank: %lld bytes measured, %lld analytic (%lld+4+12 bytes x %lld shard elements",
-              static_cast<long long>(measured), static_cast<long long>(analytic), static_cast<long long>(compute_bytes),
-              static_cast<long long>(shard_elements));
-  if (frozen_elements > 0) {
-    std::printf(", less 4+8 for each of the %lld frozen ones", static_cast<long long>(frozen_elements));
-  }
-  std::printf("), ZeRO paper (2+2+12)*psi/W = %.0f\n", paper);
-  if (measured != analytic) {
-    throw CorrectnessError("model-state bytes " + std::to_string(measured) + " differ from the analytic " +
-                           std::to_string(analytic));
-  }
-  return {{"measured_bytes", measured}, {"analytic_bytes", analytic}, {"zero_paper_bytes", paper}};
-}
 
 void warn_about_resume_differences(const std::string& dir, const CheckpointManifest& saved, uint64_t seed,
                                    const TrainConfig& config, int world) {

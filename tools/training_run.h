@@ -1,15 +1,12 @@
 // One training run as the CLI drives it: banner, per-step lines with a progress bar, summary and
 // the JSON report. `zero3 train` and `zero3 demo` both go through here.
 #pragma once
-#include <array>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "core/nn/model.h"
-#include "core/tensor/allocator.h"
 #include "core/training/checkpoint.h"
 #include "core/training/replicated_trainer.h"
 #include "tools/train_options.h"
@@ -40,11 +37,6 @@ void warn_about_resume_differences(const std::string& dir, const CheckpointManif
 std::string hash_master_weights(const std::vector<OptimizerSlot>& state);
 std::string hash_optimizer_state(const std::vector<OptimizerSlot>& state);
 // A compact ASCII rendering of the loss curve (one character column per bucket of steps).
-// A ZeRO-3 rank's model-state bytes measured (its param_shard, grad_shard and optimizer_state
-// peaks) beside the analytic count for this engine and the ZeRO paper's (2+2+12)*psi/W, printed as
-// one line and returned for the report; CorrectnessError when measured and analytic differ.
-nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig& config, const Model& model,
-                                 const std::array<int64_t, kMemoryCategoryCount>& peak_bytes);
 std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
 
 }  // namespace zero3
