@@ -19,6 +19,25 @@ def write(path, value):
     return path
 
 
+# What --checkpoint-activations names in each model of the lever cases.
+LEVER_MODULES = {"gpt-tiny": "transformer_block", "moe-tiny": "layers.2", "zero-sized": "layers.0,layers.1"}
+
+
+def levers_lower_memory(folder):
+    """Checkpointing lowers the activation peak; offload leaves no optimizer state on the device."""
+    paths = [os.path.join(folder, name) for name in ("levers3gpt-tiny.json", "plain3gpt-tiny.json")]
+    if not all(os.path.exists(path) for path in paths):
+        return ["the lever reports were not written"]
+    levers, plain = (json.load(open(path))["memory_per_rank"][0] for path in paths)
+    problems = []
+    if not levers["activation"] < plain["activation"]:
+        problems.append(f"activation peak {levers['activation']} with checkpointing, {plain['activation']} without")
+    if levers["optimizer_state"] != 0 or levers["host_optimizer_state"] != plain["optimizer_state"]:
+        problems.append(f"optimizer state on the device {levers['optimizer_state']}, on the host "
+                        f"{levers['host_optimizer_state']}, without offload {plain['optimizer_state']}")
+    return problems
+
+
 def cases(folder):
     spec = write(os.path.join(folder, "bad_spec.json"), {"zero3_model_spec": 1, "layers": []})
     broken_json = write(os.path.join(folder, "broken.json"), '{"zero3_model_spec": 1,')
@@ -36,7 +55,9 @@ def cases(folder):
         "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
         "bf16": {"enabled": "auto"}, "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
         "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}},
-        "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 10, "offload_param": {"device": "cpu"}}})
+        "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 10,
+                              "offload_param": {"device": "cpu", "pin_memory": True}}})
+    nvme = write(os.path.join(folder, "nvme.json"), {"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})
     no_bf16 = write(os.path.join(folder, "no_bf16.json"), {"train_micro_batch_size_per_gpu": 2,
                                                            "gradient_accumulation_steps": 8})
     model_spec = write(os.path.join(folder, "spec.json"), {"zero3_model_spec": 1, "kind": "gpt", "vocab": 64,
@@ -66,6 +87,25 @@ def cases(folder):
            + (["--config", leaf] if model == "moe-tiny" else []), 0,
            [f"check: ZeRO-{stage} vs DDP: bitwise equal", "model state per rank:"], [])
           for stage in (1, 2) for model in ("gpt-tiny", "moe-tiny", "zero-sized")],
+        *[(f"ZeRO stage {stage} on {model} with checkpointing and offload equals DDP bit for bit",
+           ["train", "--backend", "sim", "--ranks", "4", "--steps", "2", "--check", "--zero", str(stage), "--model", model,
+            "--checkpoint-activations", LEVER_MODULES[model], "--offload-optimizer", "cpu",
+            "--report", os.path.join(folder, f"levers{stage}{model}.json")]
+           + (["--offload-param", "cpu"] if stage == 3 else []) + (["--config", leaf] if model == "moe-tiny" else []), 0,
+           [f"check: ZeRO-{stage} vs DDP: bitwise equal", "offloaded to host memory", "bytes device->host"], [])
+          for stage in (1, 2, 3) for model in ("gpt-tiny", "moe-tiny", "zero-sized")],
+        ("the same run without the levers, for their memory",
+         ["train", "--backend", "sim", "--ranks", "4", "--steps", "2", "--zero", "3",
+          "--report", os.path.join(folder, "plain3gpt-tiny.json")], 0, [], []),
+        ("checkpointing a module the model does not have names it and the model's types",
+         ["train", "--backend", "sim", "--ranks", "2", "--steps", "1", "--checkpoint-activations", "block"], 1,
+         ["activation_checkpointing.zero3_modules (--checkpoint-activations): 'block' is neither", "transformer_block"],
+         []),
+        ("offload_param below stage 3 is refused, as DeepSpeed refuses it",
+         ["train", "--backend", "sim", "--ranks", "2", "--steps", "1", "--zero", "2", "--offload-param", "cpu"], 1,
+         ['/zero_optimization/offload_param/device: "cpu" needs stage 3'], []),
+        ("nvme offload is refused naming the key", ["train", "--steps", "1", "--config", nvme], 1,
+         [nvme + ": at /zero_optimization/offload_optimizer/device", "not built"], []),
         ("--device is refused on the cuda backend", ["train", "--backend", "cuda", "--device", "opaque"], 1,
          ["--device opaque is for the ref, sim and mpi backends"], []),
         ("--gpus on a backend without GPUs is refused", ["train", "--backend", "sim", "--gpus", "2"], 1,
@@ -209,8 +249,8 @@ def cases(folder):
          ["replay", llama, "--ranks", "8", "--config", hf_auto], 0,
          ["micro-batch 1 (\"auto\": the trace's)", "config \"auto\" resolved: train_micro_batch_size_per_gpu=1",
           "bf16/enabled=true", "stage3_param_persitence_threshold is not a DeepSpeed key: did you mean "
-          "stage3_param_persistence_threshold?", "/zero_optimization/offload_param is a DeepSpeed key zero3 does not "
-          "implement yet", "/scheduler is a DeepSpeed key zero3 does not use"], []),
+          "stage3_param_persistence_threshold?", "/zero_optimization/offload_param/pin_memory is a DeepSpeed key zero3 "
+          "does not use", "/scheduler is a DeepSpeed key zero3 does not use"], []),
         ("train prints what \"auto\" became", ["train", "--backend", "ref", "--steps", "1", "--config", hf_auto], 0,
          ["\"auto\" in " + hf_auto + " resolved from flags and defaults: train_micro_batch_size_per_gpu=4"], []),
         ("a trace that does not say its batch is not rescaled silently",
@@ -269,6 +309,10 @@ def main():
         print(("ok   " if said else "FAIL ") + "--backend mpi outside a launcher says it runs one rank and how to start W")
         if not said:
             failures.append(f"--backend mpi outside a launcher: exit {singleton.returncode}\n{singleton.stderr[-1500:]}")
+        lever_problems = levers_lower_memory(folder)
+        print(("ok   " if not lever_problems else "FAIL ") + "checkpointing lowers activations, offload empties the "
+              "device's optimizer state")
+        failures += [f"levers: {problem}" for problem in lever_problems]
         # lr 0.003, not 0.003000000026077032 (the f32's double).
         lr_report = os.path.join(folder, "lr.json")
         lr_text = open(lr_report).read() if os.path.exists(lr_report) else ""

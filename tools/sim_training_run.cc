@@ -104,11 +104,25 @@ void enforce_single_process_oracle(const char* run_name, const TrainOptions& opt
   }
 }
 
+// Rank 0's host<->device copies per optimizer step, printed and reported.
+nlohmann::json offload_traffic(const EngineCounters& counters, int64_t steps) {
+  const int64_t down = steps > 0 ? counters.device_to_host_bytes / steps : 0;
+  const int64_t up = steps > 0 ? counters.host_to_device_bytes / steps : 0;
+  std::printf("offload: %lld bytes device->host and %lld bytes host->device per step on rank 0 (gradient shards "
+              "down, updated shards up; parameter shards up for every gather under offload_param)\n",
+              static_cast<long long>(down), static_cast<long long>(up));
+  return {{"device_to_host_bytes_per_step", down}, {"host_to_device_bytes_per_step", up}};
+}
+
 void check_against_references(const TrainOptions& options, const TrainConfig& config,
                               const DistributedRunResult& zero3_run, nlohmann::json& report) {
   std::printf("check: running the DDP reference on the same %d ranks and data...\n", options.ranks);
   DistributedRunOptions ddp = distributed_options(options, config);
+  // Plain DDP: no stage, and none of the levers (checkpointing, offload) that must not change a bit.
   ddp.config.zero.stage = 0;
+  ddp.config.zero.offload_optimizer = OffloadDevice::none;
+  ddp.config.zero.offload_param = OffloadDevice::none;
+  ddp.config.checkpoint_modules.clear();
   ddp.save_checkpoint.clear();  // the checked run saves; its reference must not overwrite that
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
@@ -185,6 +199,9 @@ void train_simulated(const TrainOptions& options, const TrainConfig& config, Tra
   report["memory_per_rank"] = memory_json(result);
   report["collectives"] = collectives_json(result);
   report["trace_invalidations"] = result.counters.trace_invalidations;
+  if (config.zero.offload_optimizer == OffloadDevice::cpu || config.zero.offload_param == OffloadDevice::cpu) {
+    report["offload"] = offload_traffic(result.counters, static_cast<int64_t>(result.steps.size()));
+  }
   report["faults_fired"] = static_cast<int64_t>(result.sim.fired.size());
   if (config.zero.stage >= 1) {
     const BuiltModel built = build_model(options.model, {.seed = options.seed, .data_file = options.data_file});

@@ -24,6 +24,21 @@ Device simulated_device(const std::string& text) {
   return device;
 }
 
+namespace {
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream stream(text);
+  std::string name;
+  while (std::getline(stream, name, ',')) {
+    if (name.empty()) throw InputError("--checkpoint-activations " + text + ": an empty name between commas");
+    names.push_back(name);
+  }
+  return names;
+}
+
+}  // namespace
+
 void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--backend", options.backend,
                      "ref: single-process reference; sim: simulated ranks in one process; mpi: one process per rank "
@@ -50,6 +65,18 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "overrides the config")
       ->check(CLI::Range(0, 3));
   command.add_option("--config", options.config_path, "DeepSpeed-style ds_config.json")->check(CLI::ExistingFile);
+  command.add_option("--checkpoint-activations", options.checkpoint_activations,
+                     "module types or dotted names, comma-separated (e.g. block): their forward keeps only inputs and "
+                     "output, backward runs it again (re-gathering its parameters under ZeRO-3); same bits, less "
+                     "activation memory; overrides activation_checkpointing.zero3_modules");
+  command.add_option("--offload-optimizer", options.offload_optimizer,
+                     "cpu: f32 master weights and AdamW moments in host memory, the step on the host (ZeRO-Offload; "
+                     "stages 1-3); overrides zero_optimization.offload_optimizer.device")
+      ->check(CLI::IsMember({"none", "cpu"}));
+  command.add_option("--offload-param", options.offload_param,
+                     "cpu: parameter shards in host memory, copied up for each gather (stage 3); overrides "
+                     "zero_optimization.offload_param.device")
+      ->check(CLI::IsMember({"none", "cpu"}));
   command.add_option("--micro-batch", options.micro_batch_size, "examples per rank per micro-step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command.add_option("--gas", options.gradient_accumulation_steps, "gradient accumulation steps")
@@ -116,6 +143,12 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
   if (options.gradient_accumulation_steps) config.gradient_accumulation_steps = *options.gradient_accumulation_steps;
   if (options.lr) config.adamw.lr = static_cast<float>(*options.lr);
   if (options.bf16) config.bf16 = true;
+  if (options.checkpoint_activations) config.checkpoint_modules = split_names(*options.checkpoint_activations);
+  auto offload = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
+  if (options.offload_optimizer) config.zero.offload_optimizer = offload(*options.offload_optimizer);
+  if (options.offload_param) config.zero.offload_param = offload(*options.offload_param);
+  check_lever_combinations(config, options.config_path.empty() ? std::string("the flags")
+                                                                : options.config_path + " with the flags");
   return config;
 }
 
@@ -149,6 +182,9 @@ std::string replay_command(const TrainOptions& options) {
   if (options.device != "cpu") command << " --device " << options.device;
   if (options.zero_stage) command << " --zero " << *options.zero_stage;
   if (!options.config_path.empty()) command << " --config " << options.config_path;
+  if (options.checkpoint_activations) command << " --checkpoint-activations " << *options.checkpoint_activations;
+  if (options.offload_optimizer) command << " --offload-optimizer " << *options.offload_optimizer;
+  if (options.offload_param) command << " --offload-param " << *options.offload_param;
   if (options.micro_batch_size) command << " --micro-batch " << *options.micro_batch_size;
   if (options.gradient_accumulation_steps) command << " --gas " << *options.gradient_accumulation_steps;
   if (options.lr) command << " --lr " << *options.lr;

@@ -23,6 +23,10 @@ struct TrainOptions {
   int ranks = 1;
   std::optional<int> zero_stage;           // overrides the config's zero_optimization.stage
   std::string config_path;                 // DeepSpeed-style JSON
+  // Override activation_checkpointing.zero3_modules (comma-separated types or dotted names).
+  std::optional<std::string> checkpoint_activations;
+  std::optional<std::string> offload_optimizer;  // "none" | "cpu": zero_optimization.offload_optimizer.device
+  std::optional<std::string> offload_param;      // "none" | "cpu": zero_optimization.offload_param.device
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<double> lr;

@@ -52,6 +52,16 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
               config.gradient_clipping, config.bf16 ? "on" : "off", config.zero.stage);
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("  \"auto\" in %s resolved from flags and defaults: %s\n", options.config_path.c_str(), resolved.c_str());
+  if (!config.checkpoint_modules.empty()) {
+    std::string names;
+    for (const std::string& name : config.checkpoint_modules) names += (names.empty() ? "" : ",") + name;
+    std::printf("  activation checkpointing: %s (%zu modules; backward runs their forward again)\n", names.c_str(),
+                select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey).size());
+  }
+  if (config.zero.offload_optimizer != OffloadDevice::none || config.zero.offload_param != OffloadDevice::none) {
+    std::printf("  offload: optimizer state %s, parameter shards %s (host memory; copies counted per step)\n",
+                offload_device_name(config.zero.offload_optimizer), offload_device_name(config.zero.offload_param));
+  }
   std::printf("  data: %s\n", built.data->description().c_str());
   if (options.backend != "cuda") std::printf("  threads per process: %s\n", thread_choice().description.c_str());
   std::printf("  seed=%llu replay: %s\n", static_cast<unsigned long long>(options.seed), replay_command(options).c_str());
@@ -378,6 +388,8 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   const TrainConfig config = resolve_train_config(options, &warnings);
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   BuiltModel built = initialized_model(options, config);
+  // Names the model does not have are refused here, once, before any rank starts.
+  (void)select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey);
   print_banner(options, config, built);
 
   const TrainingBackend& backend = training_backend(options.backend);

@@ -95,13 +95,13 @@ void ReplayDriver::close_open_spans() {
 
 void ReplayDriver::forward_event(const TraceEvent& event) {
   switch (event.kind) {
-    case EventKind::enter: enter(event.module, event.flops, event.activation_bytes); break;
+    case EventKind::enter: enter(event.module, event.flops, event.activation_bytes, event.output_bytes); break;
     case EventKind::exit: exit(event.module); break;
     case EventKind::param: access(event.module, event.param); break;
     case EventKind::raw: raw_access(event.module, event.param); break;
     case EventKind::call:
       // A leaf call: the module uses each of its own parameters through the checked accessor.
-      enter(event.module, event.flops, event.activation_bytes);
+      enter(event.module, event.flops, event.activation_bytes, event.output_bytes);
       for (const auto& param : model_.module(event.module).parameters()) access(event.module, model_.trace_index_of(*param));
       exit(event.module);
       break;
@@ -109,18 +109,19 @@ void ReplayDriver::forward_event(const TraceEvent& event) {
   }
 }
 
-void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes) {
+void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes, int64_t output_bytes) {
   memory_.set_place(step_, "forward", module_name(module));
   auto invocation = std::make_shared<Invocation>();
   invocation->module = module;
   invocation->flops = own_flops(module, flops);
   invocation->activation_bytes = activation_bytes;
+  invocation->output_bytes = output_bytes;
   invocation->invocation = ctx_.enter_module(model_.module(module));  // pre-forward: the engine fetches here
   note_invalidations(module_name(module));
   invocation->start_s = clock_.now_s();
   open_.push_back(invocation);
   // Runs last in this invocation's backward, right before its post-backward hook.
-  record_on_tape([this, invocation] { backward_end(*invocation); });
+  record_on_tape([this, invocation] { backward_end(*invocation); }, [] {});
 }
 
 void ReplayDriver::access(int32_t module, int32_t param) {
@@ -147,13 +148,47 @@ void ReplayDriver::exit(int32_t module) {
   memory_.set_place(step_, "forward", module_name(module));
   compute(invocation->flops);
   out_.compute.push_back({"fwd " + model_.module(module).display_name(), "forward", invocation->start_s, clock_.now_s()});
-  if (invocation->activation_bytes > 0) {
+  const bool checkpoint = starts_checkpoint(module);
+  if (checkpoint) {
+    // Only the output stays until backward; what the nested invocations kept is let go, and
+    // this invocation's own activations are never held (backward computes them again).
+    if (invocation->nested_held_bytes > 0) memory_.release(MemoryCategory::activation, invocation->nested_held_bytes);
+    invocation->kept_bytes = invocation->output_bytes;
+    if (invocation->kept_bytes > 0) {
+      memory_.acquire(MemoryCategory::activation, invocation->kept_bytes, module_name(module) + " (checkpoint)");
+    }
+  } else if (invocation->activation_bytes > 0) {
     memory_.acquire(MemoryCategory::activation, invocation->activation_bytes, module_name(module));
   }
-  // Runs first in this invocation's backward, right after its pre-backward hook.
-  record_on_tape([this, invocation] { backward_begin(*invocation); });
-  ctx_.exit_module(model_.module(module), invocation->invocation);
   open_.pop_back();
+  if (!open_.empty() && !checkpoint) {
+    open_.back()->nested_held_bytes += invocation->nested_held_bytes + invocation->activation_bytes;
+  }
+  // Runs first in this invocation's backward, right after its pre-backward hook; in a recompute,
+  // its forward runs again first.
+  record_on_tape([this, invocation] { backward_begin(*invocation); }, [this, invocation] { recompute_exit(invocation); });
+  ctx_.exit_module(model_.module(module), invocation->invocation);
+}
+
+bool ReplayDriver::starts_checkpoint(int32_t module) const {
+  if (!ctx_.is_checkpointed(model_.module(module))) return false;
+  // open_ holds the running invocations, this one last.
+  for (size_t i = 0; i + 1 < open_.size(); ++i) {
+    if (ctx_.is_checkpointed(model_.module(open_[i]->module))) return false;
+  }
+  return true;
+}
+
+void ReplayDriver::recompute_exit(const std::shared_ptr<Invocation>& invocation) {
+  // The invocation's forward once more, between the gathers its pre-forward hook issued again.
+  memory_.set_place(step_, "recompute", module_name(invocation->module));
+  const double start_s = clock_.now_s();
+  compute(invocation->flops);
+  out_.compute.push_back({"recompute " + model_.module(invocation->module).display_name(), "recompute", start_s,
+                          clock_.now_s()});
+  if (invocation->activation_bytes > 0) {
+    memory_.acquire(MemoryCategory::activation, invocation->activation_bytes, module_name(invocation->module));
+  }
 }
 
 void ReplayDriver::backward_begin(const Invocation& invocation) {
@@ -170,6 +205,7 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   out_.compute[open_backward_spans_.back()].end_s = clock_.now_s();
   open_backward_spans_.pop_back();
   if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
+  if (invocation.kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation.kept_bytes);
   const int64_t element_bytes = config_.bf16 ? 2 : 4;
   for (int32_t param : invocation.used_params) {
     if (!model_.param(param).requires_grad()) continue;  // frozen: no gradient
@@ -221,12 +257,20 @@ void ReplayDriver::on_collective(CollectiveOp op, const CallSite& site) {
   }
 }
 
-void ReplayDriver::record_on_tape(std::function<void()> action) {
+void ReplayDriver::record_on_tape(std::function<void()> action, std::function<void()> recompute) {
   // A tape op is run by backward() only once its output has a gradient, so give it one now.
   Var output(Tensor::scalar(0.0f), /*requires_grad=*/true);
   output.accumulate_grad(ctx_, Tensor::scalar(1.0f));
-  ctx_.tape().record(TapeOp{.name = "replay", .inputs = {}, .output = output,
-                            .backward = [action = std::move(action)](Context&, const Tensor&) { action(); }});
+  auto backward = [action](Context&, const Tensor&) { action(); };
+  // Run again (a checkpointed module's recompute), the op does its forward part and records the
+  // same backward into the tape's capture slot.
+  auto rerun = [recompute, backward](Context& c) {
+    if (recompute) recompute();
+    c.tape().record(TapeOp{.name = "replay", .inputs = {}, .output = Var(Tensor::scalar(0.0f), true),
+                           .backward = backward, .saved_bytes = 0, .recompute = {}});
+  };
+  ctx_.tape().record(TapeOp{.name = "replay", .inputs = {}, .output = output, .backward = backward, .saved_bytes = 0,
+                            .recompute = rerun});
 }
 
 double ReplayDriver::own_flops(int32_t module, double recorded) const {

@@ -27,7 +27,7 @@ inline constexpr double kOpenSpan = -1.0;  // the end of a span that has not end
 
 struct TimelineSpan {
   std::string name{};
-  std::string category{};  // "step", "phase", "forward", "backward", "optimizer"
+  std::string category{};  // "step", "phase", "forward", "recompute", "backward", "optimizer"
   double start_s = 0.0;
   double end_s = kOpenSpan;
 };
@@ -81,10 +81,16 @@ class ReplayDriver {
     double flops = 0.0;
     int64_t activation_bytes = 0;
     std::vector<int32_t> used_params;  // checked accesses: they get gradients in backward
+    // Activation checkpointing: the output bytes a checkpointed invocation keeps until its backward
+    // ends, and the activations its nested invocations acquired at their exits (released at its
+    // exit, acquired again as backward recomputes them).
+    int64_t output_bytes = 0;
+    int64_t kept_bytes = 0;
+    int64_t nested_held_bytes = 0;
   };
 
   void forward_event(const TraceEvent& event);
-  void enter(int32_t module, double flops, int64_t activation_bytes);
+  void enter(int32_t module, double flops, int64_t activation_bytes, int64_t output_bytes);
   void access(int32_t module, int32_t param);
   void raw_access(int32_t module, int32_t param);
   void exit(int32_t module);
@@ -92,7 +98,10 @@ class ReplayDriver {
   void backward_end(const Invocation& invocation);
   // `loss_activation_bytes`: the backward event's, held from backward's start until it ends.
   void run_backward(const std::vector<int32_t>& recorded_order, int64_t loss_activation_bytes);
-  void record_on_tape(std::function<void()> action);
+  // `recompute`: what running this op again in a checkpointed module's recompute does first.
+  void record_on_tape(std::function<void()> action, std::function<void()> recompute = {});
+  bool starts_checkpoint(int32_t module) const;  // checkpointed, and not inside a checkpointed one
+  void recompute_exit(const std::shared_ptr<Invocation>& invocation);
   double own_flops(int32_t module, double recorded) const;
   void compute(double flops);
   void note_invalidations(const std::string& module);

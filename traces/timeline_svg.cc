@@ -25,6 +25,7 @@ const char* color_of(const std::string& category) {
   if (category == "phase") return "#cfd8dc";
   if (category == "forward") return "#1e88e5";
   if (category == "backward") return "#fb8c00";
+  if (category == "recompute") return "#90caf9";
   if (category == "optimizer") return "#43a047";
   if (category == "all_gather") return "#8e24aa";
   if (category == "reduce_scatter") return "#e53935";
@@ -162,6 +163,7 @@ class SvgPainter {
       end_ns[i] = i + 1 < count ? std::llround(samples[i + 1].time_s * 1e9) : timeline_.end_ns;
     }
     for (int category = 0; category < kMemoryCategoryCount; ++category) {
+      if (is_host_memory(static_cast<MemoryCategory>(category))) continue;  // the band is device memory
       std::ostringstream points;
       std::vector<int64_t> above(count);
       for (size_t i = 0; i < count; ++i) {
@@ -246,11 +248,13 @@ void legend(std::ostringstream& out, double top) {
         << "<text x=\"" << left + 14 << "\" y=\"" << top + 9 << "\" font-size=\"10\">" << label << "</text>\n";
     left += 20.0 + 6.5 * static_cast<double>(label.size());
   };
-  for (const char* category : {"step", "phase", "forward", "backward", "optimizer", "all_gather", "reduce_scatter"}) {
+  for (const char* category : {"step", "phase", "forward", "recompute", "backward", "optimizer", "all_gather",
+                               "reduce_scatter"}) {
     item(color_of(category), category);
   }
   item(color_of("all_reduce"), "other collectives");
   for (int category = 0; category < kMemoryCategoryCount; ++category) {
+    if (is_host_memory(static_cast<MemoryCategory>(category))) continue;
     item(kCategoryColors[category], std::string("mem ") + memory_category_name(static_cast<MemoryCategory>(category)));
   }
 }

@@ -9,7 +9,7 @@ void TrackingAllocator::acquire(MemoryCategory category, int64_t bytes, const st
   inner_.acquire(category, bytes, what);  // may throw OutOfMemoryError: then nothing changes here
   const size_t index = static_cast<size_t>(category);
   current_[index] += bytes;
-  current_total_ += bytes;
+  if (!is_host_memory(category)) current_total_ += bytes;  // the total is the device's
   if (current_[index] > peaks_[index].bytes) peaks_[index] = moment(current_[index]);
   if (current_total_ > peak_total_.bytes) peak_total_ = moment(current_total_);
   note_change();
@@ -21,7 +21,7 @@ void TrackingAllocator::release(MemoryCategory category, int64_t bytes) {
                                             memory_category_name(category) + " holding " + std::to_string(current_[index]));
   inner_.release(category, bytes);
   current_[index] -= bytes;
-  current_total_ -= bytes;
+  if (!is_host_memory(category)) current_total_ -= bytes;
   note_change();
 }
 

@@ -81,6 +81,10 @@ int64_t output_bytes(const TapeOp& op) {
 }  // namespace
 
 void Tape::record(TapeOp op) {
+  if (capturing_) {
+    captured_.push_back(std::move(op));
+    return;
+  }
   const int64_t bytes = op.output.defined() ? output_bytes(op) : op.saved_bytes;
   if (open_enters_.empty()) {
     outside_module_bytes_ += bytes;
@@ -96,7 +100,7 @@ void Tape::record(TapeOp op) {
 void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name) {
   TapeEntry entry;
   entry.is_marker = true;
-  entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation};
+  entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation, .name = name};
   if (kind == MarkerKind::module_enter) {
     open_enters_.push_back(entries_.size());
   } else if (!open_enters_.empty()) {
@@ -105,6 +109,60 @@ void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::
     acquire_activations(entry.marker.activation_bytes, name);
   }
   entries_.push_back(std::move(entry));
+}
+
+void Tape::mark_checkpointed_exit(Module* module, int64_t invocation, const std::string& name, const Var* output) {
+  ZERO3_CHECK(!open_enters_.empty(), "checkpointed exit of '" + name + "' without its enter");
+  const size_t enter = open_enters_.back();
+  open_enters_.pop_back();
+  int64_t inner_held = 0;  // what the nested invocations acquired at their exits
+  int64_t kept = 0;
+  for (size_t i = enter + 1; i < entries_.size(); ++i) {
+    TapeEntry& inner = entries_[i];
+    if (inner.is_marker) {
+      if (inner.marker.kind == MarkerKind::module_exit) inner_held += inner.marker.activation_bytes;
+      continue;
+    }
+    if (!inner.op.recompute) {
+      throw CorrectnessError("activation checkpointing of '" + name + "': its op '" + inner.op.name +
+                             "' cannot be run again in backward");
+    }
+    // The output stays (the next module's input); only what backward would read inside is dropped.
+    if (output != nullptr && inner.op.output.same_node(*output)) {
+      kept = output_bytes(inner.op) - inner.op.saved_bytes;
+    } else {
+      inner.op.output.mutable_value() = Tensor();
+    }
+    inner.op.backward = nullptr;
+  }
+  entries_[enter].marker.checkpointed = true;
+  TapeEntry entry;
+  entry.is_marker = true;
+  entry.marker = ModuleMarker{.kind = MarkerKind::module_exit, .module = module, .invocation = invocation,
+                              .activation_bytes = entries_[enter].marker.activation_bytes, .checkpointed = true,
+                              .enter_index = enter, .kept_bytes = kept, .name = name};
+  entries_.push_back(std::move(entry));
+  release_activations(inner_held);
+  acquire_activations(kept, name);
+}
+
+TapeOp Tape::rerun(Context& ctx, const TapeOp& op) {
+  capturing_ = true;
+  captured_.clear();
+  try {
+    op.recompute(ctx);
+  } catch (...) {
+    capturing_ = false;
+    throw;
+  }
+  capturing_ = false;
+  if (captured_.size() != 1) {
+    throw CorrectnessError("recomputing op '" + op.name + "' recorded " + std::to_string(captured_.size()) +
+                           " ops, not one");
+  }
+  TapeOp fresh = std::move(captured_.front());
+  captured_.clear();
+  return fresh;
 }
 
 void Tape::clear() {
@@ -126,6 +184,38 @@ void Tape::release_activations(int64_t bytes) {
   held_bytes_ -= bytes;
 }
 
+// A checkpointed invocation's range run again, right after the module's pre-backward hook: the
+// forward hooks fire for every module nested in it (an engine gathers their parameters again), each
+// op computes its dropped value anew and gets a fresh backward, and the range's activations are
+// held again until their backwards end.
+void recompute_checkpointed(Context& ctx, size_t exit_index) {
+  Tape& tape = ctx.tape();
+  std::vector<TapeEntry>& entries = tape.entries_;
+  const ModuleMarker exit = entries[exit_index].marker;
+  tape.release_activations(exit.kept_bytes);
+  for (size_t i = exit.enter_index + 1; i < exit_index; ++i) {
+    TapeEntry& entry = entries[i];
+    if (entry.is_marker) {
+      ctx.current_invocation_ = entry.marker.invocation;
+      if (entry.marker.kind == MarkerKind::module_enter) {
+        ctx.module_stack_.push_back(entry.marker.module);
+        ctx.hooks().pre_forward(ctx, *entry.marker.module);
+      } else {
+        ctx.hooks().post_forward(ctx, *entry.marker.module);
+        ctx.module_stack_.pop_back();
+        tape.acquire_activations(entry.marker.activation_bytes, entry.marker.name);
+      }
+      continue;
+    }
+    TapeOp fresh = tape.rerun(ctx, entry.op);
+    // The kept output still holds its forward value (the same bits); every other value comes back.
+    if (!entry.op.output.value().defined()) entry.op.output.mutable_value() = fresh.output.value();
+    entry.op.backward = std::move(fresh.backward);
+  }
+  tape.acquire_activations(exit.activation_bytes, exit.name);
+  ctx.current_invocation_ = exit.invocation;
+}
+
 void backward(Context& ctx, const Var& loss) {
   ZERO3_CHECK(loss.defined() && loss.value().numel() == 1, "backward() needs a scalar loss, got " +
                                                                describe(loss.value()));
@@ -133,13 +223,15 @@ void backward(Context& ctx, const Var& loss) {
   const Tensor& value = loss.value();
   seed.accumulate_grad(ctx, value.is_meta() ? Tensor::meta(value.shape(), value.dtype())
                                             : device_full(ctx.kernels(), value.shape(), 1.0f, value.dtype()));
-  const auto& entries = ctx.tape().entries();
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+  const std::vector<TapeEntry>& entries = ctx.tape().entries();
+  for (size_t index = entries.size(); index-- > 0;) {
+    const TapeEntry* it = &entries[index];
     if (it->is_marker) {
       // Reversed: an exit marker starts the module's backward, its enter marker ends it.
       ctx.current_invocation_ = it->marker.invocation;
       if (it->marker.kind == MarkerKind::module_exit) {
         ctx.hooks().pre_backward(ctx, *it->marker.module);
+        if (it->marker.checkpointed) recompute_checkpointed(ctx, index);
       } else {
         ctx.tape().release_activations(it->marker.activation_bytes);
         ctx.hooks().post_backward(ctx, *it->marker.module);

@@ -60,6 +60,9 @@ struct TapeOp {
   // Receives the gradient of `output`; accumulates into the inputs that require grad.
   std::function<void(Context&, const Tensor& grad_output)> backward;
   int64_t saved_bytes = 0;  // intermediates backward keeps besides the output
+  // Runs the op again on its inputs' current values, recording a fresh op (with its own backward)
+  // into the tape's capture slot: how a checkpointed module's forward is recomputed in backward.
+  std::function<void(Context&)> recompute;
 };
 
 enum class MarkerKind : uint8_t { module_enter, module_exit };
@@ -71,6 +74,13 @@ struct ModuleMarker {
   // Bytes of the op outputs this invocation itself recorded (not its children's; views of an input
   // are free), on both of its markers: the activations it keeps alive until its backward ends.
   int64_t activation_bytes = 0;
+  // Activation checkpointing (on both markers of a checkpointed module's invocation): forward kept
+  // only its output (kept_bytes, on the exit marker) and dropped every other value and backward of
+  // its range; backward runs the range again, forward hooks and all, before the module's backward.
+  bool checkpointed = false;
+  size_t enter_index = 0;  // exit marker: where the invocation's range begins
+  int64_t kept_bytes = 0;
+  std::string name;        // the module's name, for the allocator when a recompute acquires again
 };
 
 struct TapeEntry {
@@ -87,6 +97,10 @@ class Tape {
   void record(TapeOp op);
   // `name` labels the module's activations in the allocator (the tape sees modules only by pointer).
   void mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name);
+  // The exit of a checkpointed invocation: releases its range's activations but `output`'s (null:
+  // keep nothing) and drops their values and backwards, to be recomputed in backward. An op in the
+  // range that cannot run again is a CorrectnessError naming it.
+  void mark_checkpointed_exit(Module* module, int64_t invocation, const std::string& name, const Var* output);
   const std::vector<TapeEntry>& entries() const { return entries_; }
   void clear();
 
@@ -103,13 +117,19 @@ class Tape {
   void release_activations(int64_t bytes);
 
  private:
+  friend void backward(Context& ctx, const Var& loss);
+  friend void recompute_checkpointed(Context& ctx, size_t exit_index);
   void acquire_activations(int64_t bytes, const std::string& what);
+  // Runs `op` again and returns the op its rerun recorded.
+  TapeOp rerun(Context& ctx, const TapeOp& op);
 
   std::vector<TapeEntry> entries_;
   std::vector<size_t> open_enters_;  // entry index of each module enter not yet exited
   Allocator* allocator_ = nullptr;
   int64_t held_bytes_ = 0;
   int64_t outside_module_bytes_ = 0;
+  bool capturing_ = false;              // record() goes to captured_, not the tape (a rerun)
+  std::vector<TapeOp> captured_;
 };
 
 // Backpropagates from a scalar `loss` (gradient 1) through ctx's tape, firing the module backward

@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
+#include <type_traits>
 
 #include "core/autograd/autograd.h"
 #include "core/tensor/kernels.h"
@@ -63,13 +65,24 @@ class Context {
   int64_t current_invocation() const { return current_invocation_; }
 
   // Runs `body` as one invocation of `module`: markers on the tape and the forward hooks around it.
+  // A checkpointed module keeps only what body returns (a Var) for backward.
   template <class Body>
   auto invoke(Module& module, Body&& body) {
     const int64_t invocation = enter_module(module);
     auto result = body();
-    exit_module(module, invocation);
+    if constexpr (std::is_same_v<decltype(result), Var>) {
+      exit_module(module, invocation, &result);
+    } else {
+      exit_module(module, invocation);
+    }
     return result;
   }
+
+  // Activation checkpointing: these modules' invocations keep only their output in forward and run
+  // again in backward (autograd.h). A module inside another checkpointed one is run again as part
+  // of it, not on its own.
+  void set_checkpointed(std::set<const Module*> modules) { checkpointed_ = std::move(modules); }
+  bool is_checkpointed(const Module& module) const { return checkpointed_.count(&module) > 0; }
 
   // Modules entered and not yet exited, innermost last (used to name the module in errors).
   const std::vector<Module*>& module_stack() const { return module_stack_; }
@@ -77,7 +90,9 @@ class Context {
   // What invoke() does around its body, for drivers that replay a recorded forward event by
   // event (traces): enter returns the invocation index that exit must be given.
   int64_t enter_module(Module& module);
-  void exit_module(Module& module, int64_t invocation);
+  // `output`: what the invocation returned, kept when the module is checkpointed (null: nothing is
+  // kept, as for a replayed event that has no values).
+  void exit_module(Module& module, int64_t invocation, const Var* output = nullptr);
 
  private:
   Kernels& kernels_;
@@ -90,8 +105,10 @@ class Context {
   std::map<const Module*, int64_t> invocations_;   // calls so far in this micro-step
   std::vector<Module*> module_stack_;
   int64_t current_invocation_ = 0;
+  std::set<const Module*> checkpointed_;
 
   friend void backward(Context& ctx, const Var& loss);
+  friend void recompute_checkpointed(Context& ctx, size_t exit_index);
 };
 
 }  // namespace zero3

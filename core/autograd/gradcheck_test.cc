@@ -27,7 +27,7 @@ TEST(Gradcheck, FlagsAWrongBackwardAndReportsTheElements) {
     Tensor value = Tensor::zeros(x.shape());
     ctx.kernels().scale(x.value(), 2.0f, value);
     Var out(value, true);
-    TapeOp op{"wrong_double", {x}, out, [x](Context& c, const Tensor& grad) mutable { x.accumulate_grad(c, grad); }};
+    TapeOp op{"wrong_double", {x}, out, [x](Context& c, const Tensor& grad) mutable { x.accumulate_grad(c, grad); }, 0, {}};
     ctx.tape().record(op);
     return sum(ctx, out);
   };

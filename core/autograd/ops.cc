@@ -48,7 +48,7 @@ void require_defined(const char* op, const Var& var, const char* what) {
 
 void add_grad(Context& ctx, Var var, const Tensor& gradient) { var.accumulate_grad(ctx, gradient); }
 
-Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward,
+Var record(Context& ctx, const char* name, Rerun rerun, std::vector<Var> inputs, Tensor value, Backward backward,
            int64_t saved_bytes) {
   const bool needs_grad = std::any_of(inputs.begin(), inputs.end(), [](const Var& in) { return in.requires_grad(); });
   Var output(std::move(value), needs_grad);
@@ -58,6 +58,7 @@ Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value
   op.inputs = inputs;
   op.output = output;
   op.saved_bytes = saved_bytes;
+  op.recompute = std::move(rerun);
   if (output.value().is_meta()) {
     op.backward = [inputs](Context& c, const Tensor&) {
       for (const Var& in : inputs) add_grad(c, in, Tensor::meta(in.shape(), in.value().dtype()));

@@ -36,7 +36,7 @@ Var binary_op(Context& ctx, BinaryOp kind, const char* name, const Var& a, const
   Tensor out = make_output(ctx, shape, promote(a.value().dtype(), b.value().dtype()),
                            a.value().is_meta() || b.value().is_meta());
   if (!out.is_meta()) ctx.kernels().binary(kind, a.value(), b.value(), out);
-  return record(ctx, name, {a, b}, out, [kind, a, b](Context& c, const Tensor& grad) {
+  return record(ctx, name, [kind, name, a, b](Context& c) { binary_op(c, kind, name, a, b); }, {a, b}, out, [kind, a, b](Context& c, const Tensor& grad) {
     if (a.requires_grad()) add_grad(c, a, binary_grad(c, kind, false, grad, a.value(), b.value()));
     if (b.requires_grad()) add_grad(c, b, binary_grad(c, kind, true, grad, b.value(), a.value()));
   });
@@ -46,7 +46,7 @@ Var unary_op(Context& ctx, UnaryOp kind, const char* name, const Var& x) {
   require_defined(name, x, "x");
   Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().unary(kind, x.value(), out);
-  return record(ctx, name, {x}, out, [kind, x](Context& c, const Tensor& grad) {
+  return record(ctx, name, [kind, name, x](Context& c) { unary_op(c, kind, name, x); }, {x}, out, [kind, x](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().unary_backward(kind, x.value(), grad, grad_x);
     add_grad(c, x, grad_x);
@@ -63,7 +63,7 @@ Var scale(Context& ctx, const Var& x, float factor) {
   require_defined("scale", x, "x");
   Tensor out = make_output(ctx, x.shape(), x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().scale(x.value(), factor, out);
-  return record(ctx, "scale", {x}, out, [x, factor](Context& c, const Tensor& grad) {
+  return record(ctx, "scale", [x, factor](Context& c) { scale(c, x, factor); }, {x}, out, [x, factor](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().scale(grad, factor, grad_x);
     add_grad(c, x, grad_x);
@@ -77,7 +77,7 @@ Var to_bf16(Context& ctx, const Var& x) {
   require_defined("to_bf16", x, "x");
   Tensor out = make_output(ctx, x.shape(), DType::bf16, x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().copy(x.value(), out);
-  return record(ctx, "to_bf16", {x}, out, [x](Context& c, const Tensor& grad) {
+  return record(ctx, "to_bf16", [x](Context& c) { to_bf16(c, x); }, {x}, out, [x](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().copy(grad, grad_x);
     add_grad(c, x, grad_x);

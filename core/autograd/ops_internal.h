@@ -12,6 +12,9 @@
 namespace zero3 {
 
 using Backward = std::function<void(Context&, const Tensor& grad_output)>;
+// Runs the op again on the same input Vars (activation checkpointing's recompute): the public op
+// called with the arguments it was first given, so the same kernels compute the same bits.
+using Rerun = std::function<void(Context&)>;
 
 // PyTorch promotion for the two float types: bf16 only when every operand is bf16.
 DType promote(DType a, DType b);
@@ -26,11 +29,12 @@ void require_defined(const char* op, const Var& var, const char* what);
 
 void add_grad(Context& ctx, Var var, const Tensor& gradient);
 
-// Wraps `value` as the op's output and records `backward` when any input takes a gradient. A meta
+// Wraps `value` as the op's output and records `backward` (and `rerun`, for a checkpointed module's
+// recompute) when any input takes a gradient. A meta
 // output records a shape-only backward instead: each input gets a meta gradient of its shape.
 // saved_bytes: what backward keeps besides the output (intermediates it captured), so that the
 // tape's activation figures count it.
-Var record(Context& ctx, const char* name, std::vector<Var> inputs, Tensor value, Backward backward,
+Var record(Context& ctx, const char* name, Rerun rerun, std::vector<Var> inputs, Tensor value, Backward backward,
            int64_t saved_bytes = 0);
 
 // The gradient of an input from a gradient of the op's (possibly broadcast) output: summed over the

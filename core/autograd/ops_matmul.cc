@@ -70,7 +70,7 @@ Var matmul(Context& ctx, const Var& a, const Var& b) {
   if (!out.is_meta()) {
     ctx.kernels().matmul(a.value(), false, b.value(), false, out, p.batch, p.m, p.n, p.k, p.b_shared, 0.0f);
   }
-  return record(ctx, "matmul", {a, b}, out, [a, b, p](Context& c, const Tensor& grad) {
+  return record(ctx, "matmul", [a, b](Context& c) { matmul(c, a, b); }, {a, b}, out, [a, b, p](Context& c, const Tensor& grad) {
     if (a.requires_grad()) {
       Tensor grad_a = device_uninitialized(c.kernels(), a.shape(), a.value().dtype());
       c.kernels().matmul(grad, false, b.value(), true, grad_a, p.batch, p.m, p.k, p.n, p.b_shared, 0.0f);
@@ -125,7 +125,8 @@ Var linear(Context& ctx, const Var& x, const Var& weight, const Var& bias) {
     }
     if (bias.requires_grad()) add_grad(c, bias, reduce_to(c, grad, bias.value()));
   };
-  return record(ctx, "linear", inputs, out, linear_backward);
+  return record(ctx, "linear", [x, weight, bias](Context& c) { linear(c, x, weight, bias); }, inputs, out,
+                linear_backward);
 }
 
 }  // namespace zero3

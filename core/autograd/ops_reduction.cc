@@ -12,7 +12,7 @@ Var sum(Context& ctx, const Var& x) {
   require_defined("sum", x, "x");
   Tensor out = make_output(ctx, {}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().sum_all(x.value(), out);
-  return record(ctx, "sum", {x}, out, [x](Context& c, const Tensor& grad) {
+  return record(ctx, "sum", [x](Context& c) { sum(c, x); }, {x}, out, [x](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().fill_from_scalar(grad_x, grad, 1.0f, 1.0f);
     add_grad(c, x, grad_x);
@@ -29,7 +29,7 @@ Var mean(Context& ctx, const Var& x) {
     ctx.kernels().sum_all(x.value(), total);
     ctx.kernels().scale(total, 1.0f / count, out);
   }
-  return record(ctx, "mean", {x}, out, [x, count](Context& c, const Tensor& grad) {
+  return record(ctx, "mean", [x](Context& c) { mean(c, x); }, {x}, out, [x, count](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().fill_from_scalar(grad_x, grad, 1.0f, count);
     add_grad(c, x, grad_x);
@@ -50,7 +50,7 @@ Var cross_entropy(Context& ctx, const Var& logits, const Tensor& targets) {
   Tensor probs = make_output(ctx, ls, DType::f32, meta);
   const Tensor resident_targets = ctx.kernels().to_device(targets);
   if (!meta) ctx.kernels().cross_entropy_forward(logits.value(), resident_targets, loss, probs);
-  return record(ctx, "cross_entropy", {logits}, loss,
+  return record(ctx, "cross_entropy", [logits, targets](Context& c) { cross_entropy(c, logits, targets); }, {logits}, loss,
                 [logits, targets = resident_targets, probs](Context& c, const Tensor& grad) {
     Tensor grad_logits = device_uninitialized(c.kernels(), logits.shape(), logits.value().dtype());
     c.kernels().cross_entropy_backward(probs, targets, grad, grad_logits);
@@ -81,7 +81,7 @@ Var mse(Context& ctx, const Var& pred, const Tensor& target) {
                                       static_cast<double>(target.numel()));
     ctx.kernels().copy(total, loss);
   }
-  return record(ctx, "mse", {pred}, loss, [pred, difference, count](Context& c, const Tensor& grad) {
+  return record(ctx, "mse", [pred, target](Context& c) { mse(c, pred, target); }, {pred}, loss, [pred, difference, count](Context& c, const Tensor& grad) {
     Tensor grad_pred = device_uninitialized(c.kernels(), pred.shape(), pred.value().dtype());
     c.kernels().scale_by_scalar(difference(c, pred.value()), grad, 2.0f, count, grad_pred);
     add_grad(c, pred, grad_pred);

@@ -53,7 +53,7 @@ Shape resolve_shape(const Shape& from, const Shape& shape) {
 Var reshape(Context& ctx, const Var& x, const Shape& shape) {
   require_defined("reshape", x, "x");
   const Shape resolved = resolve_shape(x.shape(), shape);
-  return record(ctx, "reshape", {x}, x.value().reshape(resolved), [x](Context& c, const Tensor& grad) {
+  return record(ctx, "reshape", [x, shape](Context& c) { reshape(c, x, shape); }, {x}, x.value().reshape(resolved), [x](Context& c, const Tensor& grad) {
     add_grad(c, x, reduce_to(c, grad.reshape(x.shape()), x.value()));
   });
 }
@@ -71,7 +71,7 @@ Var transpose(Context& ctx, const Var& x, int64_t dim0, int64_t dim1) {
   Tensor out = make_output(ctx, out_shape, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().permute(x.value(), perm, out);
   // A swap of two dims is its own inverse, so backward applies the same permutation.
-  return record(ctx, "transpose", {x}, out, [x, perm](Context& c, const Tensor& grad) {
+  return record(ctx, "transpose", [x, dim0, dim1](Context& c) { transpose(c, x, dim0, dim1); }, {x}, out, [x, perm](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().permute(grad, perm, grad_x);
     add_grad(c, x, grad_x);
@@ -89,7 +89,7 @@ Var slice(Context& ctx, const Var& x, int64_t dim, int64_t start, int64_t length
   out_shape[d] = length;
   Tensor out = make_output(ctx, out_shape, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().slice(x.value(), d, start, out);
-  return record(ctx, "slice", {x}, out, [x, d, start](Context& c, const Tensor& grad) {
+  return record(ctx, "slice", [x, dim, start, length](Context& c) { slice(c, x, dim, start, length); }, {x}, out, [x, d, start](Context& c, const Tensor& grad) {
     Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().slice_backward_into(grad, d, start, grad_x);
     add_grad(c, x, grad_x);
@@ -122,7 +122,7 @@ Var concat(Context& ctx, const std::vector<Var>& parts, int64_t dim) {
     if (!meta) ctx.kernels().slice_backward_into(part.value(), d, offset, out);
     offset += part.shape()[d];
   }
-  return record(ctx, "concat", parts, out, [parts, d](Context& c, const Tensor& grad) {
+  return record(ctx, "concat", [parts, dim](Context& c) { concat(c, parts, dim); }, parts, out, [parts, d](Context& c, const Tensor& grad) {
     int64_t start = 0;
     for (const Var& part : parts) {
       Tensor grad_part = device_uninitialized(c.kernels(), part.shape(), part.value().dtype());
@@ -139,7 +139,7 @@ Var select_rows(Context& ctx, const Var& x, const std::vector<int64_t>& rows) {
   check_rows("select_rows", rows, x.shape()[0], "x " + shape_str(x.shape()));
   Tensor out = make_output(ctx, {static_cast<int64_t>(rows.size()), x.shape()[1]}, x.value().dtype(), x.value().is_meta());
   if (!out.is_meta()) ctx.kernels().select_rows(x.value(), rows, out);
-  return record(ctx, "select_rows", {x}, out, [x, rows](Context& c, const Tensor& grad) {
+  return record(ctx, "select_rows", [x, rows](Context& c) { select_rows(c, x, rows); }, {x}, out, [x, rows](Context& c, const Tensor& grad) {
     Tensor grad_x = device_zeros(c.kernels(), x.shape(), x.value().dtype());
     c.kernels().select_rows_backward_into(grad, rows, grad_x);
     add_grad(c, x, grad_x);
@@ -159,7 +159,7 @@ Var scatter_rows(Context& ctx, const Var& rows_values, const std::vector<int64_t
   }
   Tensor out = make_zeroed_output(ctx, {n_rows, vs[1]}, rows_values.value().dtype(), rows_values.value().is_meta());
   if (!out.is_meta()) ctx.kernels().select_rows_backward_into(rows_values.value(), rows, out);
-  return record(ctx, "scatter_rows", {rows_values}, out, [rows_values, rows](Context& c, const Tensor& grad) {
+  return record(ctx, "scatter_rows", [rows_values, rows, n_rows](Context& c) { scatter_rows(c, rows_values, rows, n_rows); }, {rows_values}, out, [rows_values, rows](Context& c, const Tensor& grad) {
     Tensor grad_values = device_uninitialized(c.kernels(), rows_values.shape(), rows_values.value().dtype());
     c.kernels().select_rows(grad, rows, grad_values);
     add_grad(c, rows_values, grad_values);

@@ -25,7 +25,7 @@ Var layer_norm(Context& ctx, const Var& x, const Var& gamma, const Var& beta, fl
   Tensor mean = make_output(ctx, {rows}, DType::f32, meta);
   Tensor rstd = make_output(ctx, {rows}, DType::f32, meta);
   if (!meta) ctx.kernels().layer_norm_forward(x.value(), gamma.value(), beta.value(), eps, out, mean, rstd);
-  return record(ctx, "layer_norm", {x, gamma, beta}, out, [x, gamma, beta, mean, rstd](Context& c, const Tensor& grad) {
+  return record(ctx, "layer_norm", [x, gamma, beta, eps](Context& c) { layer_norm(c, x, gamma, beta, eps); }, {x, gamma, beta}, out, [x, gamma, beta, mean, rstd](Context& c, const Tensor& grad) {
     Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
     Tensor grad_gamma = device_uninitialized(c.kernels(), gamma.shape(), gamma.value().dtype());
     Tensor grad_beta = device_uninitialized(c.kernels(), beta.shape(), beta.value().dtype());
@@ -46,7 +46,7 @@ Var embedding(Context& ctx, const Var& table, const Tensor& ids) {
   Tensor out = make_output(ctx, out_shape, table.value().dtype(), table.value().is_meta() || ids.is_meta());
   const Tensor resident_ids = ctx.kernels().to_device(ids);
   if (!out.is_meta()) ctx.kernels().embedding_forward(table.value(), resident_ids, out);
-  return record(ctx, "embedding", {table}, out, [table, ids = resident_ids](Context& c, const Tensor& grad) {
+  return record(ctx, "embedding", [table, ids](Context& c) { embedding(c, table, ids); }, {table}, out, [table, ids = resident_ids](Context& c, const Tensor& grad) {
     Tensor grad_table = device_zeros(c.kernels(), table.shape(), table.value().dtype());
     c.kernels().embedding_backward_into(grad, ids, grad_table);
     add_grad(c, table, grad_table);
@@ -62,7 +62,7 @@ Var causal_softmax(Context& ctx, const Var& scores) {
   Tensor out = make_output(ctx, ss, scores.value().dtype(), scores.value().is_meta());
   if (!out.is_meta()) ctx.kernels().causal_softmax_forward(scores.value(), out);
   // The probabilities are a saved intermediate, not a parameter, so backward may capture them.
-  return record(ctx, "causal_softmax", {scores}, out, [scores, out](Context& c, const Tensor& grad) {
+  return record(ctx, "causal_softmax", [scores](Context& c) { causal_softmax(c, scores); }, {scores}, out, [scores, out](Context& c, const Tensor& grad) {
     Tensor grad_scores = device_uninitialized(c.kernels(), scores.shape(), scores.value().dtype());
     c.kernels().causal_softmax_backward(out, grad, grad_scores);
     add_grad(c, scores, grad_scores);
@@ -118,7 +118,7 @@ Var causal_self_attention(Context& ctx, const Var& qkv, int64_t heads) {
     Tensor out_by_head = out.reshape({batch, steps, heads, head_dim});
     k.permute(heads_out, kSwapHeadsAndSteps, out_by_head);
   }
-  return record(ctx, "causal_self_attention", {qkv}, out,
+  return record(ctx, "causal_self_attention", [qkv, heads](Context& c) { causal_self_attention(c, qkv, heads); }, {qkv}, out,
                 [=](Context& c, const Tensor& grad) {
                   Kernels& k = c.kernels();
                   const Tensor q = split.view_range(0, part_shape), keys = split.view_range(per_part, part_shape);

@@ -52,10 +52,17 @@ int64_t Context::enter_module(Module& module) {
   return invocation;
 }
 
-void Context::exit_module(Module& module, int64_t invocation) {
+void Context::exit_module(Module& module, int64_t invocation, const Var* output) {
   current_invocation_ = invocation;
+  // Only the outermost checkpointed module of a nest runs again; the ones inside it are part of it.
+  bool checkpoint = is_checkpointed(module);
+  for (size_t i = 0; checkpoint && i + 1 < module_stack_.size(); ++i) checkpoint = !is_checkpointed(*module_stack_[i]);
   // Marked first: the module's outputs exist before its post-forward hook releases its parameters.
-  tape_.mark(MarkerKind::module_exit, &module, invocation, module.name());
+  if (checkpoint) {
+    tape_.mark_checkpointed_exit(&module, invocation, module.name(), output);
+  } else {
+    tape_.mark(MarkerKind::module_exit, &module, invocation, module.name());
+  }
   hooks_->post_forward(*this, module);
   ZERO3_CHECK(!module_stack_.empty() && module_stack_.back() == &module, "module exit out of order: " + module.display_name());
   module_stack_.pop_back();

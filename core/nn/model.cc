@@ -61,4 +61,29 @@ void Model::initialize(uint64_t seed, Device device) {
   }
 }
 
+std::set<const Module*> select_modules(const Model& model, const std::vector<std::string>& names,
+                                       const std::string& what) {
+  std::vector<const Module*> modules = {&model.root()};
+  for (size_t i = 0; i < modules.size(); ++i) {
+    for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+  }
+  std::set<const Module*> selected;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const Module* module : modules) {
+      if (module->type() != name && module->name() != name) continue;
+      selected.insert(module);
+      found = true;
+    }
+    if (found) continue;
+    std::set<std::string> types;
+    for (const Module* module : modules) types.insert(module->type());
+    std::string listed;
+    for (const std::string& type : types) listed += (listed.empty() ? "" : ", ") + type;
+    throw InputError(what + ": '" + name + "' is neither a module type nor a dotted module name of this model (its "
+                     "types: " + listed + "; `zero3 inspect --model M` lists the names)");
+  }
+  return selected;
+}
+
 }  // namespace zero3

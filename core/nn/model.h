@@ -12,6 +12,7 @@
 //   Var loss = model.loss(ctx, batch);
 #pragma once
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,5 +59,10 @@ class Model {
   std::vector<Parameter*> parameters_;
   Device device_ = Device::cpu;
 };
+
+// The modules `names` select, each a module type ("block") or a dotted name ("h.0"), as
+// zero3_leaf_modules and activation_checkpointing.zero3_modules take them. A name matching no
+// module is an InputError naming `what` (the key or flag), the name and the model's types.
+std::set<const Module*> select_modules(const Model& model, const std::vector<std::string>& names, const std::string& what);
 
 }  // namespace zero3

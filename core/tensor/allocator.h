@@ -20,9 +20,13 @@ enum class MemoryCategory : uint8_t {
   optimizer_state,  // f32 master weights and AdamW moments
   activation,       // tensors saved for backward, and the step's micro-step losses
   comm_buffer,      // staging buffers of collectives
+  // Host memory (ZeRO-Offload): counted apart, never in a device total.
+  host_param_shard,      // offload_param: this rank's parameter partition in host memory
+  host_optimizer_state,  // offload_optimizer: f32 master weights and AdamW moments in host memory
 };
-inline constexpr int kMemoryCategoryCount = 7;
+inline constexpr int kMemoryCategoryCount = 9;
 const char* memory_category_name(MemoryCategory category);
+bool is_host_memory(MemoryCategory category);
 
 class Allocator {
  public:
@@ -40,6 +44,7 @@ class CountingAllocator : public Allocator {
 
   int64_t current_bytes(MemoryCategory category) const { return current_[index(category)]; }
   int64_t peak_bytes(MemoryCategory category) const { return peak_[index(category)]; }
+  // Device memory only: the host categories are not in these totals.
   int64_t current_total_bytes() const { return current_total_; }
   int64_t peak_total_bytes() const { return peak_total_; }
 

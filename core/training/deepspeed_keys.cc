@@ -12,9 +12,11 @@ namespace {
 using enum KeySupport;
 
 // What zero3 does instead, where several keys share the answer.
-constexpr std::string_view kStagesOneAndTwo = "it tunes ZeRO stages 1 and 2; zero3 builds stages 0 (DDP) and 3";
-constexpr std::string_view kOptimizerOffload = "the optimizer state stays on the device, sharded over the ranks";
-constexpr std::string_view kParamOffload = "parameter shards stay on the device";
+constexpr std::string_view kStagesOneAndTwo =
+    "stages 1 and 2 reduce gradients in reduce_bucket_size buckets and refresh the parameters with one all-gather "
+    "after the step";
+constexpr std::string_view kOffloadTuning =
+    "zero3 counts the host<->device copies of offload (bytes per step); it does not pin, buffer or pipeline them";
 constexpr std::string_view kNoScheduler = "no LR scheduler: every step uses optimizer.params.lr";
 constexpr std::string_view kNoFp16 = "fp16 is not built; bf16 needs no loss scaling";
 constexpr std::string_view kBf16Compute = "bf16.enabled gives bf16 compute with f32 master weights";
@@ -64,7 +66,6 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"", "prescale_gradients", not_used, kGradientAveraging},
     {"", "gradient_predivide_factor", not_used, kGradientAveraging},
     {"", "gradient_allreduce_op", not_used, "gradients are always averaged over the ranks (DeepSpeed's \"mean\")"},
-    {"", "activation_checkpointing", not_built_yet, "every activation is kept for the backward"},
     {"", "comms_logger", not_used, "zero3 bench comm times collectives; the sim backend's --report counts them"},
     {"", "tensorboard", not_used, kMonitor},
     {"", "wandb", not_used, kMonitor},
@@ -91,7 +92,7 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"", "datastates_ckpt", not_used, kOwnCheckpoints},
     {"", "data_types", not_used,
      "master weights, gradient shards and AdamW moments are f32; bf16.enabled sets compute"},
-    {"", "aio", not_used, "offload is not built yet, so there is no asynchronous I/O to tune"},
+    {"", "aio", not_used, "nvme offload is not built, so there is no asynchronous I/O to tune"},
     {"", "dataloader_drop_last", not_used, "zero3 has no DataLoader to configure"},
     {"", "log_level", not_used, "zero3 has no log levels"},
     {"", "weight_quantization", not_used, kUnquantized},
@@ -177,23 +178,21 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     // and its own zero3_placeholder_policy and zero3_leaf_modules.
     {"/zero_optimization", "contiguous_gradients", not_used, "gradients are packed into id-ordered reduce buckets"},
     {"/zero_optimization", "reduce_scatter", not_used, "ZeRO-3 always reduce-scatters gradients; DDP all-reduces them"},
-    {"/zero_optimization", "use_multi_rank_bucket_allreduce", not_built_yet, kStagesOneAndTwo},
-    {"/zero_optimization", "allgather_partitions", not_built_yet, kStagesOneAndTwo},
-    {"/zero_optimization", "allgather_bucket_size", not_built_yet, kStagesOneAndTwo},
-    {"/zero_optimization", "legacy_stage1", not_built_yet, kStagesOneAndTwo},
-    {"/zero_optimization", "round_robin_gradients", not_built_yet, kStagesOneAndTwo},
-    {"/zero_optimization", "parameter_alignment", not_built_yet, kStagesOneAndTwo},
+    {"/zero_optimization", "use_multi_rank_bucket_allreduce", not_used, kStagesOneAndTwo},
+    {"/zero_optimization", "allgather_partitions", not_used, kStagesOneAndTwo},
+    {"/zero_optimization", "allgather_bucket_size", not_used, kStagesOneAndTwo},
+    {"/zero_optimization", "legacy_stage1", not_used, kStagesOneAndTwo},
+    {"/zero_optimization", "round_robin_gradients", not_used, kStagesOneAndTwo},
+    {"/zero_optimization", "parameter_alignment", not_used, kStagesOneAndTwo},
     {"/zero_optimization", "compute_grad_norm", not_used,
      "zero3 always computes the global gradient norm (it clips by it)"},
     {"/zero_optimization", "load_from_fp32_weights", not_used,
      "zero3 checkpoints hold f32 master weights, which a resume loads"},
     {"/zero_optimization", "elastic_checkpoint", not_used, "zero3 checkpoints load at any world size"},
-    {"/zero_optimization", "offload_param", not_built_yet, kParamOffload},
-    {"/zero_optimization", "offload_optimizer", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization", "cpu_offload_param", not_built_yet, kParamOffload},
-    {"/zero_optimization", "cpu_offload", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization", "cpu_offload_use_pin_memory", not_built_yet, "nothing is offloaded, so nothing is pinned"},
-    {"/zero_optimization", "zenflow", not_used, "offload is not built; every parameter is updated at every step"},
+    {"/zero_optimization", "cpu_offload_param", not_used, "zero3 reads offload_param: {\"device\": \"cpu\"}"},
+    {"/zero_optimization", "cpu_offload", not_used, "zero3 reads offload_optimizer: {\"device\": \"cpu\"}"},
+    {"/zero_optimization", "cpu_offload_use_pin_memory", not_used, kOffloadTuning},
+    {"/zero_optimization", "zenflow", not_used, "every parameter is updated at every step"},
     {"/zero_optimization", "sub_group_size", not_used, "AdamW steps each rank's whole shard at once"},
     {"/zero_optimization", "model_persistence_threshold", not_used,
      "zero3 bounds persistence per parameter only (stage3_param_persistence_threshold)"},
@@ -212,7 +211,7 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"/zero_optimization", "allgather_sequential", not_used, "zero3 coalesces gathers into id-ordered buckets"},
     {"/zero_optimization", "stage3_allgather_sequential", not_used, "zero3 coalesces gathers into id-ordered buckets"},
     {"/zero_optimization", "ignore_unused_parameters", not_used, "parameters without a gradient are reduced as zeros"},
-    {"/zero_optimization", "zero_hpz_partition_size", not_used, "every shard spans all ranks"},
+    {"/zero_optimization", "zero_hpz_partition_size", not_built_yet, "every shard spans all ranks"},
     {"/zero_optimization", "zero_quantized_weights", not_used, kUnquantized},
     {"/zero_optimization", "zero_quantized_nontrainable_weights", not_used, kUnquantized},
     {"/zero_optimization", "zero_quantized_gradients", not_used, kUnquantized},
@@ -229,23 +228,33 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"/zero_optimization", "mics_hierarchical_params_gather", removed_by_deepspeed, "every shard spans all ranks"},
     {"/zero_optimization", "zeropp_loco_param", removed_by_deepspeed, kUnquantized},
 
-    // zero_optimization.offload_optimizer and offload_param: nothing is read (offload is not built).
-    {"/zero_optimization/offload_optimizer", "device", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "nvme_path", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "buffer_count", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "pin_memory", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "pipeline_read", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "pipeline_write", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "fast_init", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "ratio", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "super_offload", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_optimizer", "cpuadam_cores_perc", not_built_yet, kOptimizerOffload},
-    {"/zero_optimization/offload_param", "device", not_built_yet, kParamOffload},
-    {"/zero_optimization/offload_param", "nvme_path", not_built_yet, kParamOffload},
-    {"/zero_optimization/offload_param", "buffer_count", not_built_yet, kParamOffload},
-    {"/zero_optimization/offload_param", "buffer_size", not_built_yet, kParamOffload},
-    {"/zero_optimization/offload_param", "max_in_cpu", not_built_yet, kParamOffload},
-    {"/zero_optimization/offload_param", "pin_memory", not_built_yet, kParamOffload},
+    // zero_optimization.offload_optimizer and offload_param: zero3 reads "device" only.
+    {"/zero_optimization/offload_optimizer", "nvme_path", not_used, "nvme offload is not built"},
+    {"/zero_optimization/offload_optimizer", "buffer_count", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "pin_memory", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "pipeline_read", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "pipeline_write", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "fast_init", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "ratio", not_built_yet, "the whole optimizer state is offloaded"},
+    {"/zero_optimization/offload_optimizer", "super_offload", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_optimizer", "cpuadam_cores_perc", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_param", "nvme_path", not_used, "nvme offload is not built"},
+    {"/zero_optimization/offload_param", "buffer_count", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_param", "buffer_size", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_param", "max_in_cpu", not_used, kOffloadTuning},
+    {"/zero_optimization/offload_param", "pin_memory", not_used, kOffloadTuning},
+
+    // activation_checkpointing: zero3 reads its own zero3_modules (DeepSpeed's model code chooses
+    // what to checkpoint by calling deepspeed.checkpointing.checkpoint).
+    {"/activation_checkpointing", "partition_activations", not_built_yet,
+     "each rank keeps its checkpointed outputs whole"},
+    {"/activation_checkpointing", "cpu_checkpointing", not_built_yet, "checkpointed outputs stay on the device"},
+    {"/activation_checkpointing", "contiguous_memory_optimization", not_used,
+     "the allocator is counted, not laid out"},
+    {"/activation_checkpointing", "number_checkpoints", not_used, "zero3_modules names what is checkpointed"},
+    {"/activation_checkpointing", "synchronize_checkpoint_boundary", not_used,
+     "ranks synchronise only in collectives"},
+    {"/activation_checkpointing", "profile", not_used, "zero3 replay and bench time the recompute"},
 };
 
 const DeepSpeedKey* find_unread_key(std::string_view section, std::string_view key) {

@@ -16,7 +16,7 @@ namespace zero3 {
 
 // Why zero3 leaves a DeepSpeed key unread; each reads differently in the advice.
 enum class KeySupport {
-  not_built_yet,         // a feature zero3 has not built yet (offload, activation checkpointing, stages 1 and 2)
+  not_built_yet,         // a feature zero3 has not built yet (hpZ, nvme offload, partitioned activations)
   not_used,              // zero3 has no need for it or does the job another way
   removed_by_deepspeed,  // DeepSpeed 0.19.8 itself refuses it: a leftover from an older config
 };

@@ -18,7 +18,7 @@ constexpr int64_t kElementsMax = std::numeric_limits<int64_t>::max() / 8;
 // Keys of a DeepSpeed config that zero3 reads; anything else is reported, never silently used.
 const std::vector<std::string> kTopLevelKeys = {
     "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping", "bf16", "fp16",
-    "optimizer", "zero_optimization"};
+    "optimizer", "zero_optimization", "activation_checkpointing"};
 
 // Where Hugging Face Trainer writes "auto" (its ds_config templates), filling them from its own
 // arguments; zero3 fills them from its flags, the trace or its defaults, and prints what it chose.
@@ -50,7 +50,9 @@ const std::vector<std::string> kZeroKeys = {
     "stage", "stage3_prefetch_bucket_size", "prefetch_bucket_size", "stage3_max_live_parameters",
     "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance", "stage3_param_persistence_threshold",
     "param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
-    "zero3_leaf_modules"};
+    "zero3_leaf_modules", "offload_optimizer", "offload_param"};
+const std::vector<std::string> kOffloadKeys = {"device"};
+const std::vector<std::string> kCheckpointingKeys = {"zero3_modules"};
 const std::vector<std::string> kOptimizerKeys = {"type", "params"};
 const std::vector<std::string> kAdamWKeys = {"lr", "betas", "eps", "weight_decay"};
 const std::vector<std::string> kPrecisionKeys = {"enabled"};
@@ -85,6 +87,23 @@ void parse_optimizer(const JsonReader& optimizer, TrainConfig& config, std::vect
   }
 }
 
+// offload_optimizer / offload_param: {"device": "none" | "cpu"}; DeepSpeed's other keys (pinning,
+// buffers, nvme_path) tune transfers zero3 only counts, and are reported as unused.
+void parse_offload(const JsonReader& zero_json, const char* key, OffloadDevice& out, std::vector<std::string>* warnings) {
+  if (!zero_json.has(key)) return;
+  const JsonReader section = zero_json.at(key);
+  section.expect_object();
+  warn_unknown_keys(section, kOffloadKeys, warnings);
+  if (!section.has("device")) return;  // DeepSpeed's default: "none"
+  const JsonReader device = section.at("device");
+  const std::string name = device.as_string();
+  if (name == "nvme") {
+    device.fail("\"cpu\" or \"none\" (\"nvme\", ZeRO-Infinity's file-backed store, is not built in zero3; "
+                "\"cpu\" keeps the state in host memory)");
+  }
+  out = device.as_choice({"none", "cpu"}) == "cpu" ? OffloadDevice::cpu : OffloadDevice::none;
+}
+
 void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<std::string>* warnings) {
   ZeroConfig& zero = config.zero;
   warn_unknown_keys(zero_json, kZeroKeys, warnings);
@@ -115,6 +134,16 @@ void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<st
     const JsonReader leaves = zero_json.at("zero3_leaf_modules");
     for (size_t i = 0; i < leaves.size(); ++i) zero.leaf_modules.push_back(leaves.at(i).as_string());
   }
+  parse_offload(zero_json, "offload_optimizer", zero.offload_optimizer, warnings);
+  parse_offload(zero_json, "offload_param", zero.offload_param, warnings);
+}
+
+void parse_checkpointing(const JsonReader& section, TrainConfig& config, std::vector<std::string>* warnings) {
+  warn_unknown_keys(section, kCheckpointingKeys, warnings);
+  if (!section.has("zero3_modules")) return;
+  const JsonReader modules = section.at("zero3_modules");
+  if (!modules.json().is_array()) modules.fail("an array of module types or dotted names, e.g. [\"block\"]");
+  for (size_t i = 0; i < modules.size(); ++i) config.checkpoint_modules.push_back(modules.at(i).as_string());
 }
 
 // bf16 and fp16 blocks. fp16 needs dynamic loss scaling, which is not built: it is refused rather
@@ -184,6 +213,10 @@ const std::vector<std::string>& keys_zero3_reads(const std::string& section) {
   if (section == "/optimizer") return kOptimizerKeys;
   if (section == "/optimizer/params") return kAdamWKeys;
   if (section == "/bf16" || section == "/fp16") return kPrecisionKeys;
+  if (section == "/zero_optimization/offload_optimizer" || section == "/zero_optimization/offload_param") {
+    return kOffloadKeys;
+  }
+  if (section == "/activation_checkpointing") return kCheckpointingKeys;
   return none;
 }
 
@@ -216,7 +249,23 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
   parse_precision(root, config, warnings);
   if (root.has("optimizer")) parse_optimizer(root.at("optimizer"), config, warnings);
   if (root.has("zero_optimization")) parse_zero(root.at("zero_optimization"), config, warnings);
+  if (root.has("activation_checkpointing")) parse_checkpointing(root.at("activation_checkpointing"), config, warnings);
   return config;
+}
+
+const char* offload_device_name(OffloadDevice device) { return device == OffloadDevice::cpu ? "cpu" : "none"; }
+
+void check_lever_combinations(const TrainConfig& config, const std::string& source) {
+  const int stage = config.zero.stage;
+  if (config.zero.offload_param != OffloadDevice::none && stage < 3) {
+    throw InputError(source + ": /zero_optimization/offload_param/device: \"cpu\" needs stage 3 (stage " +
+                     std::to_string(stage) + " keeps every parameter whole on the device, so there is no shard to "
+                     "offload); offload_optimizer offloads the optimizer state at stages 1 and 2");
+  }
+  if (config.zero.offload_optimizer != OffloadDevice::none && stage == 0) {
+    throw InputError(source + ": /zero_optimization/offload_optimizer/device: \"cpu\" needs stage 1, 2 or 3 "
+                     "(stage 0 is DDP: every rank steps the whole optimizer state itself)");
+  }
 }
 
 TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings) {
@@ -248,7 +297,10 @@ nlohmann::json train_config_to_json(const TrainConfig& config) {
         {"reduce_bucket_size", zero.reduce_bucket_elements},
         {"overlap_comm", zero.overlap_comm},
         {"zero3_placeholder_policy", placeholder_policy_name(zero.placeholder)},
-        {"zero3_leaf_modules", zero.leaf_modules}}},
+        {"zero3_leaf_modules", zero.leaf_modules},
+        {"offload_optimizer", {{"device", offload_device_name(zero.offload_optimizer)}}},
+        {"offload_param", {{"device", offload_device_name(zero.offload_param)}}}}},
+      {"activation_checkpointing", {{"zero3_modules", config.checkpoint_modules}}},
   };
 }
 

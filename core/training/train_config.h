@@ -16,6 +16,11 @@
 
 namespace zero3 {
 
+// Where offloaded state lives: zero_optimization.offload_optimizer / offload_param "device".
+// ("nvme", ZeRO-Infinity's file-backed store, is refused by the parser: it is not built.)
+enum class OffloadDevice : uint8_t { none, cpu };
+const char* offload_device_name(OffloadDevice device);  // "none", "cpu"
+
 struct ZeroConfig {
   // 0 = DDP (unsharded); 1 = optimizer state sharded, gradients all-reduced; 2 = gradients
   // reduce-scattered too; 1 and 2 keep every parameter replicated, refreshed by an all-gather after
@@ -33,10 +38,18 @@ struct ZeroConfig {
   // gradients become ready together at its post-backward, so ranks that route differently
   // inside it (MoE experts) still issue identical collectives.
   std::vector<std::string> leaf_modules;
+  // ZeRO-Offload: the f32 master weights and AdamW moments (offload_optimizer, stages 1-3) or the
+  // compute-dtype parameter shards (offload_param, stage 3) live in host memory; the optimizer
+  // runs on the host, and every crossing is a counted host<->device copy.
+  OffloadDevice offload_optimizer = OffloadDevice::none;
+  OffloadDevice offload_param = OffloadDevice::none;
 };
 
 // Where a setting came from: callers that have their own default for it (replay takes the trace's
 // dtype and batch) apply it only when the file did not set it, and every banner says which it was.
+// How errors name the checkpointed-modules setting (a config key or a flag).
+inline constexpr const char* kCheckpointModulesKey = "activation_checkpointing.zero3_modules (--checkpoint-activations)";
+
 enum class SettingOrigin : uint8_t { unset, file, file_auto };
 
 struct TrainConfig {
@@ -46,6 +59,10 @@ struct TrainConfig {
   bool bf16 = false;                       // bf16.enabled: bf16 compute, f32 master weights
   AdamWHyper adamw{.lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
   ZeroConfig zero;
+  // activation_checkpointing.zero3_modules (or --checkpoint-activations): module types or dotted
+  // names, as zero3_leaf_modules takes them, whose forward keeps only its inputs and output;
+  // backward runs it again (gathering its parameters again under stage 3) before its backward.
+  std::vector<std::string> checkpoint_modules;
   SettingOrigin micro_batch_origin = SettingOrigin::unset;
   SettingOrigin gas_origin = SettingOrigin::unset;
   SettingOrigin precision_origin = SettingOrigin::unset;  // bf16.enabled / fp16.enabled
@@ -59,6 +76,10 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
 // Reads and parses a config file; InputError if it cannot be read or is not JSON.
 TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings);
 nlohmann::json train_config_to_json(const TrainConfig& config);
+// The combinations DeepSpeed refuses, checked once the flags are applied: offload_param below
+// stage 3, offload_optimizer at stage 0. InputError naming `source`, the key and why. Not part of
+// the parse: a flag (--zero) may still change the stage.
+void check_lever_combinations(const TrainConfig& config, const std::string& source);
 // The keys zero3 reads in a section of the config ("" the top level, "/zero_optimization",
 // "/optimizer", "/optimizer/params", "/bf16", "/fp16"); empty for any other.
 const std::vector<std::string>& keys_zero3_reads(const std::string& section);

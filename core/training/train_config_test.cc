@@ -122,7 +122,7 @@ TEST(TrainConfig, OriginsSayWhichSettingsTheFileGave) {
 TEST(TrainConfig, UnreadKeysGetAdviceATypoItsKeyAndADeepSpeedKeyWhatZero3DoesInstead) {
   std::vector<std::string> warnings;
   parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"stage3_param_persitence_threshold": 10,
-      "offload_optimizer": {"device": "cpu"}}})"), "ds_config.json", &warnings);
+      "zero_hpz_partition_size": 8}})"), "ds_config.json", &warnings);
   ASSERT_EQ(warnings.size(), 2u);  // in the JSON object's key order
   EXPECT_NE(warnings[0].find("is a DeepSpeed key zero3 does not implement yet"), std::string::npos) << warnings[0];
   EXPECT_NE(warnings[1].find("did you mean stage3_param_persistence_threshold?"), std::string::npos) << warnings[1];
@@ -153,6 +153,53 @@ TEST(TrainConfig, RoundTripsThroughItsJsonForm) {
   EXPECT_EQ(again.adamw.lr, config.adamw.lr);
   // Floats are written as the shortest decimal that reads back as the same float.
   EXPECT_EQ(train_config_to_json(config).at("optimizer").at("params").at("lr").dump(), "0.003");
+}
+
+TEST(TrainConfig, ReadsOffloadDevicesAndCheckpointedModules) {
+  std::vector<std::string> warnings;
+  const TrainConfig config = parse_train_config(nlohmann::json::parse(R"({
+      "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+                            "offload_param": {"device": "cpu"}},
+      "activation_checkpointing": {"zero3_modules": ["block", "h.0"], "partition_activations": false}})"),
+                                                "ds_config.json", &warnings);
+  EXPECT_EQ(config.zero.offload_optimizer, OffloadDevice::cpu);
+  EXPECT_EQ(config.zero.offload_param, OffloadDevice::cpu);
+  EXPECT_EQ(config.checkpoint_modules, (std::vector<std::string>{"block", "h.0"}));
+  // DeepSpeed's tuning keys are read by DeepSpeed, not by zero3: said, not silently taken.
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("/zero_optimization/offload_optimizer/pin_memory"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("/activation_checkpointing/partition_activations"), std::string::npos) << warnings[1];
+  const TrainConfig again = parse_train_config(train_config_to_json(config), "roundtrip", &warnings);
+  EXPECT_EQ(again.zero.offload_optimizer, OffloadDevice::cpu);
+  EXPECT_EQ(again.checkpoint_modules, config.checkpoint_modules);
+}
+
+TEST(TrainConfig, NvmeOffloadIsRefusedNamingTheKeyAndWhatToUse) {
+  const std::string nvme =
+      error_of(nlohmann::json::parse(R"({"zero_optimization": {"offload_param": {"device": "nvme"}}})"));
+  EXPECT_NE(nvme.find("ds_config.json: /zero_optimization/offload_param/device"), std::string::npos) << nvme;
+  EXPECT_NE(nvme.find("not built"), std::string::npos) << nvme;
+  const std::string other =
+      error_of(nlohmann::json::parse(R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})"));
+  EXPECT_NE(other.find("/zero_optimization/offload_optimizer/device"), std::string::npos) << other;
+}
+
+TEST(TrainConfig, CombinationsDeepSpeedRefusesAreInputErrorsNamingTheKey) {
+  TrainConfig config;
+  config.zero.stage = 2;
+  config.zero.offload_param = OffloadDevice::cpu;
+  try {
+    check_lever_combinations(config, "ds_config.json");
+    FAIL() << "offload_param at stage 2 accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("/zero_optimization/offload_param/device: \"cpu\" needs stage 3"),
+              std::string::npos) << error.what();
+  }
+  config.zero.offload_param = OffloadDevice::none;
+  config.zero.offload_optimizer = OffloadDevice::cpu;
+  EXPECT_NO_THROW(check_lever_combinations(config, "ds_config.json"));
+  config.zero.stage = 0;
+  EXPECT_THROW(check_lever_combinations(config, "ds_config.json"), InputError);
 }
 
 }  // namespace

@@ -11,7 +11,9 @@ namespace zero3 {
 std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
   std::vector<OptimizerSlot> shards;
   for (const auto& state : states_) {
-    const auto host = [&](const Tensor& tensor) { return tensor.is_meta() ? tensor : kernels_.to_host(tensor); };
+    const auto host = [&](const Tensor& tensor) {
+      return tensor.is_meta() ? tensor : optimizer_kernels().to_host(tensor);
+    };
     const Tensor master = host(state->slot.master);
     // The file keeps three shards per parameter; a frozen one's moments are zeros.
     shards.push_back(state->frozen ? frozen_slot(master)
@@ -24,6 +26,7 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
   enter_call(EngineCall::load_shard_state);
   ZERO3_CHECK(shards.size() == states_.size(), "one optimizer slot per parameter");
   ZERO3_CHECK(pending_.empty(), "load_shard_state between steps only: a gather is in flight");
+  const EngineCounters before = counters_;  // placing loaded state is not a step's traffic
   for (size_t id = 0; id < states_.size(); ++id) {
     ParamState& state = *states_[id];
     const int64_t ps = shard_numel(state.numel, comm_.world());
@@ -31,22 +34,26 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
                 "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
     // Copies onto the device: several ranks of one process may load from the same host tensors.
+    // Offloaded, the optimizer state is copied into host memory instead.
+    Kernels& optimizer = optimizer_kernels();
     if (state.frozen) {
-      state.slot.master = kernels_.copy_to_device(loaded.master.reshape({ps}));
+      state.slot.master = optimizer.copy_to_device(loaded.master.reshape({ps}));
     } else {
-      state.slot = {kernels_.copy_to_device(loaded.master.reshape({ps})),
-                    kernels_.copy_to_device(loaded.exp_avg.reshape({ps})),
-                    kernels_.copy_to_device(loaded.exp_avg_sq.reshape({ps}))};
+      state.slot = {optimizer.copy_to_device(loaded.master.reshape({ps})),
+                    optimizer.copy_to_device(loaded.exp_avg.reshape({ps})),
+                    optimizer.copy_to_device(loaded.exp_avg_sq.reshape({ps}))};
     }
     if (bugs_.on(Bug::resume_without_optimizer_state) && !state.frozen) {
-      state.slot.exp_avg = Tensor::zeros({ps}, DType::f32, device_);
-      state.slot.exp_avg_sq = Tensor::zeros({ps}, DType::f32, device_);
+      state.slot.exp_avg = Tensor::zeros({ps}, DType::f32, optimizer.device());
+      state.slot.exp_avg_sq = Tensor::zeros({ps}, DType::f32, optimizer.device());
     }
-    state.shard = cast(kernels_, state.slot.master, compute_dtype_);
+    refresh_shard(state);
     ZERO3_CHECK(state.status != ParamStatus::inflight, "'" + state.param->name() + "' is in flight");
     // A gathered copy holds the old value; releasing it makes the next use gather the new one.
     if (state.status == ParamStatus::available) release(ctx, state, model_.root());
   }
+  counters_.device_to_host_bytes = before.device_to_host_bytes;
+  counters_.host_to_device_bytes = before.host_to_device_bytes;
 }
 
 void Zero3Engine::load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) {

@@ -36,20 +36,23 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     }
     state->frozen = !param->requires_grad();
     const int64_t shard_elements = shard_numel(state->numel, world);
+    Kernels& optimizer = optimizer_kernels();
     if (state->frozen) {
-      state->slot.master = kernels_.to_device(host_shard);
+      state->slot.master = optimizer.to_device(host_shard);
     } else {
-      state->slot = make_optimizer_slot(kernels_, kernels_.to_device(host_shard));
+      state->slot = make_optimizer_slot(optimizer, optimizer.to_device(host_shard));
       state->grad_shard = Tensor::zeros({shard_elements}, DType::f32, device_);
     }
-    state->shard = cast(kernels_, state->slot.master, compute_dtype_);
+    refresh_shard(*state);
     // Stages 1 and 2 replicate every parameter: each is gathered once and kept, as ZeRO-3 keeps a
     // parameter under the persistence threshold, and refreshed by an all-gather after the step.
     state->persistent = config_.zero.stage < 3 || state->numel <= config_.zero.persistence_threshold;
-    allocator_.acquire(MemoryCategory::param_shard, shard_elements * dtype_bytes(compute_dtype_), param->name());
+    allocator_.acquire(offloads_params() ? MemoryCategory::host_param_shard : MemoryCategory::param_shard,
+                       shard_elements * dtype_bytes(compute_dtype_), param->name());
     // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient: a shard,
     // or under stage 1 the whole all-reduced gradient every rank holds.
-    allocator_.acquire(MemoryCategory::optimizer_state, (state->frozen ? 1 : 3) * shard_elements * 4, param->name());
+    allocator_.acquire(offloads_optimizer() ? MemoryCategory::host_optimizer_state : MemoryCategory::optimizer_state,
+                       (state->frozen ? 1 : 3) * shard_elements * 4, param->name());
     if (!state->frozen) {
       const int64_t grad_elements = config_.zero.stage == 1 ? state->numel : shard_elements;
       allocator_.acquire(MemoryCategory::grad_shard, grad_elements * 4, param->name());
@@ -58,6 +61,8 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     param->data = placeholder(*state);
     states_.push_back(std::move(state));
   }
+  // The first placement is setup, not a step's traffic.
+  counters_.device_to_host_bytes = counters_.host_to_device_bytes = 0;
   std::vector<const Module*> modules = {&model_.root()};
   for (size_t i = 0; i < modules.size(); ++i) {
     int64_t own = 0;
@@ -148,6 +153,29 @@ std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
   return out;
 }
 
+// ---- offload: counted host<->device copies -----------------------------------------------------
+
+Tensor Zero3Engine::down(const Tensor& device_tensor) {
+  counters_.device_to_host_bytes += device_tensor.bytes();
+  return device_tensor.is_meta() ? device_tensor : kernels_.to_host(device_tensor);
+}
+
+Tensor Zero3Engine::up(const Tensor& host_tensor) {
+  counters_.host_to_device_bytes += host_tensor.bytes();
+  return host_tensor.is_meta() ? host_tensor : kernels_.copy_to_device(host_tensor);
+}
+
+void Zero3Engine::refresh_shard(ParamState& state) {
+  // Cast where the master lives (the host under offload_optimizer: DeepSpeed's CPU Adam writes the
+  // compute-dtype copy there), then moved to where the shard is kept.
+  const Tensor cast_master = cast(optimizer_kernels(), state.slot.master, compute_dtype_);
+  if (offloads_optimizer() == offloads_params()) {
+    state.shard = cast_master;
+  } else {
+    state.shard = offloads_params() ? down(cast_master) : up(cast_master);
+  }
+}
+
 // ---- gathering and releasing ------------------------------------------------------------------
 
 void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& params) {
@@ -159,8 +187,11 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
   pending->send = Tensor::zeros({block}, compute_dtype_, device_);
   pending->world_buffer = Tensor::zeros({block * comm_.world()}, compute_dtype_, device_);
   std::vector<const Tensor*> shards;
+  std::vector<Tensor> uploaded;  // offload_param: each host shard copied up for the gather
+  uploaded.reserve(params.size());
   for (ParamState* state : params) {
-    shards.push_back(&state->shard);
+    if (offloads_params()) uploaded.push_back(up(state->shard));
+    shards.push_back(offloads_params() ? &uploaded.back() : &state->shard);
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
   }

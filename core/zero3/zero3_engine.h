@@ -41,6 +41,10 @@ struct EngineCounters {
   // the gather is issued, and they are what stage3_max_live_parameters bounds.
   int64_t live_elements_peak = 0;
   int64_t external_registrations = 0;
+  // ZeRO-Offload's host<->device copies: gradient shards down and updated shards up
+  // (offload_optimizer), parameter shards up for each gather (offload_param).
+  int64_t device_to_host_bytes = 0;
+  int64_t host_to_device_bytes = 0;
 };
 
 class Zero3Engine;
@@ -150,6 +154,15 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   void flush_reduce_bucket(Context& ctx);
   float global_grad_norm(int64_t step);
   void optimizer_step(Context& ctx, int64_t step, float clip);
+
+  // Offload: where the optimizer state and the parameter shards live, and the counted copies.
+  bool offloads_optimizer() const { return config_.zero.offload_optimizer == OffloadDevice::cpu; }
+  bool offloads_params() const { return config_.zero.offload_param == OffloadDevice::cpu; }
+  Kernels& optimizer_kernels() const { return offloads_optimizer() ? cpu_kernels() : kernels_; }
+  Tensor down(const Tensor& device_tensor);  // device -> host, counted
+  Tensor up(const Tensor& host_tensor);      // host -> device, counted
+  // The compute-dtype shard from the f32 master, where offload_param wants it.
+  void refresh_shard(ParamState& state);
 
   Tensor placeholder(const ParamState& state) const;
   // Where placeholders live: the device, or the host in a shape-only (meta) replay, as before.

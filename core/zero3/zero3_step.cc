@@ -233,8 +233,10 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
     if (state->frozen) continue;  // its value, and so any gathered copy, stays as it is
-    adamw_update(ctx.kernels(), state->slot, state->grad_shard, clip, coefficients);
-    state->shard = cast(ctx.kernels(), state->slot.master, compute_dtype_);
+    // Offloaded, the gradient shard goes down and AdamW runs on the host (the same kernels' math).
+    const Tensor grad = offloads_optimizer() ? down(state->grad_shard) : state->grad_shard;
+    adamw_update(offloads_optimizer() ? optimizer_kernels() : ctx.kernels(), state->slot, grad, clip, coefficients);
+    refresh_shard(*state);
     if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available) {
       release(ctx, *state, model_.root());  // its full value is stale now
@@ -253,7 +255,9 @@ std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
   std::vector<OptimizerSlot> fulls;
   for (const auto& state : states_) {
     const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
-    auto gather = [&](const Tensor& shard) {
+    auto gather = [&](const Tensor& stored) {
+      // Offloaded state is copied up for the collective (outside the step: not counted).
+      const Tensor shard = offloads_optimizer() ? kernels_.to_device(stored) : stored;
       Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()}, DType::f32, device_);
       comm_.all_gather(shard, world_buffer,
                        {.module = "", .params = {state->param->name()}, .step = step, .phase = "gather_state"});
