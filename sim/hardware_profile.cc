@@ -23,9 +23,11 @@ double positive_number(const nlohmann::json& json, const char* key, double fallb
 HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
   if (!json.is_object()) throw InputError("hardware profile: expected a JSON object, got " + json.dump());
   for (const auto& [key, value] : json.items()) {
-    if (key != "peak_flops" && key != "bandwidth_bytes_per_s" && key != "latency_s") {
+    if (key != "peak_flops" && key != "bandwidth_bytes_per_s" && key != "latency_s" &&
+        key != "host_link_bytes_per_s" && key != "host_optimizer_elements_per_s") {
       throw InputError("hardware profile: unknown key /" + key +
-                       "; expected peak_flops, bandwidth_bytes_per_s, latency_s");
+                       "; expected peak_flops, bandwidth_bytes_per_s, latency_s, host_link_bytes_per_s, "
+                       "host_optimizer_elements_per_s");
     }
   }
   HardwareProfile defaults;
@@ -33,11 +35,24 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
   profile.peak_flops = positive_number(json, "peak_flops", defaults.peak_flops);
   profile.bandwidth_bytes_per_s = positive_number(json, "bandwidth_bytes_per_s", defaults.bandwidth_bytes_per_s);
   profile.latency_s = positive_number(json, "latency_s", defaults.latency_s);
+  profile.host_link_bytes_per_s = positive_number(json, "host_link_bytes_per_s", defaults.host_link_bytes_per_s);
+  profile.host_optimizer_elements_per_s =
+      positive_number(json, "host_optimizer_elements_per_s", defaults.host_optimizer_elements_per_s);
   return profile;
 }
 
 nlohmann::json HardwareProfile::to_json() const {
-  return {{"peak_flops", peak_flops}, {"bandwidth_bytes_per_s", bandwidth_bytes_per_s}, {"latency_s", latency_s}};
+  return {{"peak_flops", peak_flops},
+          {"bandwidth_bytes_per_s", bandwidth_bytes_per_s},
+          {"latency_s", latency_s},
+          {"host_link_bytes_per_s", host_link_bytes_per_s},
+          {"host_optimizer_elements_per_s", host_optimizer_elements_per_s}};
+}
+
+double offload_time_s(const HardwareProfile& hardware, int64_t copied_bytes, int64_t host_optimizer_elements) {
+  ZERO3_CHECK(copied_bytes >= 0 && host_optimizer_elements >= 0, "negative offload traffic");
+  return static_cast<double>(copied_bytes) / hardware.host_link_bytes_per_s +
+         static_cast<double>(host_optimizer_elements) / hardware.host_optimizer_elements_per_s;
 }
 
 double compute_time_s(const HardwareProfile& hardware, double flops) {

@@ -16,6 +16,10 @@ struct HardwareProfile {
   double peak_flops = 1e14;             // per rank, sustained
   double bandwidth_bytes_per_s = 1e11;  // per rank link, as NCCL's bus bandwidth
   double latency_s = 5e-6;              // per ring step
+  // ZeRO-Offload's costs: host<->device copies over this link (PCIe), each way, and AdamW on the
+  // host over this many shard elements a second (memory-bound on the CPU socket's bandwidth).
+  double host_link_bytes_per_s = 25e9;
+  double host_optimizer_elements_per_s = 1e9;
 
   // Keys as the fields; missing keys keep their defaults. Throws InputError naming the key for an
   // unknown key or a value that is not a positive number.
@@ -23,6 +27,9 @@ struct HardwareProfile {
   nlohmann::json to_json() const;
 };
 
+// Seconds for ZeRO-Offload's part of a step: `copied_bytes` over the host link and host AdamW
+// over `host_optimizer_elements`.
+double offload_time_s(const HardwareProfile& hardware, int64_t copied_bytes, int64_t host_optimizer_elements);
 // Seconds for `flops` of compute on one rank.
 double compute_time_s(const HardwareProfile& hardware, double flops);
 // Seconds for one collective moving `bytes` (the all-gathered or reduce-scattered whole buffer, or

@@ -24,21 +24,6 @@ Device simulated_device(const std::string& text) {
   return device;
 }
 
-namespace {
-
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> names;
-  std::stringstream stream(text);
-  std::string name;
-  while (std::getline(stream, name, ',')) {
-    if (name.empty()) throw InputError("--checkpoint-activations " + text + ": an empty name between commas");
-    names.push_back(name);
-  }
-  return names;
-}
-
-}  // namespace
-
 void add_train_options(CLI::App& command, TrainOptions& options) {
   command.add_option("--backend", options.backend,
                      "ref: single-process reference; sim: simulated ranks in one process; mpi: one process per rank "
@@ -143,7 +128,7 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
   if (options.gradient_accumulation_steps) config.gradient_accumulation_steps = *options.gradient_accumulation_steps;
   if (options.lr) config.adamw.lr = static_cast<float>(*options.lr);
   if (options.bf16) config.bf16 = true;
-  if (options.checkpoint_activations) config.checkpoint_modules = split_names(*options.checkpoint_activations);
+  if (options.checkpoint_activations) config.checkpoint_modules = split_module_names(*options.checkpoint_activations);
   auto offload = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
   if (options.offload_optimizer) config.zero.offload_optimizer = offload(*options.offload_optimizer);
   if (options.offload_param) config.zero.offload_param = offload(*options.offload_param);

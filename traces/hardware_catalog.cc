@@ -22,7 +22,7 @@ HardwareChoice default_hardware() {
 HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world) {
   const JsonReader root(json, source);
   root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
-                         "nvlink", "infiniband"});
+                         "nvlink", "infiniband", "host_link", "host_optimizer"});
   HardwareChoice choice;
   choice.name = root.at("name").as_string();
   root.at("source").as_string();  // required: every number says where it comes from
@@ -37,6 +37,19 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
   link.expect_only_keys({"bytes_per_s", "latency_s", "source"});
   choice.profile.bandwidth_bytes_per_s = link.at("bytes_per_s").as_number(1e6, 1e15);
   choice.profile.latency_s = link.at("latency_s").as_number(1e-9, 1.0);
+  // ZeRO-Offload's host side; a profile without them keeps the simulator's defaults.
+  if (root.has("host_link")) {
+    const JsonReader host_link = root.at("host_link");
+    host_link.expect_only_keys({"bytes_per_s", "source"});
+    host_link.at("source").as_string();
+    choice.profile.host_link_bytes_per_s = host_link.at("bytes_per_s").as_number(1e6, 1e15);
+  }
+  if (root.has("host_optimizer")) {
+    const JsonReader host_optimizer = root.at("host_optimizer");
+    host_optimizer.expect_only_keys({"elements_per_s", "source"});
+    host_optimizer.at("source").as_string();
+    choice.profile.host_optimizer_elements_per_s = host_optimizer.at("elements_per_s").as_number(1e3, 1e15);
+  }
   return choice;
 }
 

@@ -41,7 +41,7 @@ void replay_rank(const Trace& trace, const ReplayOptions& options, Communicator&
   Zero3Engine engine(model, comm, memory, kernels, options.config);
   Context ctx(kernels, &engine, comm.rank());
   ctx.set_checkpointed(select_modules(model, options.config.checkpoint_modules, kCheckpointModulesKey));
-  ReplayDriver driver(trace, options.config, model, engine, ctx, clock, memory, out);
+  ReplayDriver driver(trace, options.config, options.hardware, model, engine, ctx, clock, memory, out);
   driver_for_listener = &driver;
   const int64_t steps = total_steps(trace);
   int64_t step_index = 0;
@@ -145,7 +145,7 @@ void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayRe
     RankReplay& out = simulated[static_cast<size_t>(rank.task())];
     out.rank = rank.rank();
     out.simulated_rank = rank.rank();
-    SimClock clock(rank);
+    SimClock clock(rank, options.hardware);
     replay_rank(trace, options, rank.comm(), rank.allocator(), clock, rank.kernels(), out);
   });
   if (!sim.all_ok()) result.failure = failure_of(sim.ranks[static_cast<size_t>(sim.root_cause_rank)]);

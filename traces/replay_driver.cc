@@ -7,6 +7,7 @@
 #include "core/autograd/autograd.h"
 #include "core/base/errors.h"
 #include "core/nn/module.h"
+#include "core/sharding/partition.h"
 
 namespace zero3 {
 
@@ -29,10 +30,11 @@ std::string placeholder_effect(PlaceholderPolicy policy) {
 
 }  // namespace
 
-ReplayDriver::ReplayDriver(const Trace& trace, const TrainConfig& config, TraceModel& model, Zero3Engine& engine,
-                           Context& ctx, ReplayClock& clock, TrackingAllocator& memory, RankReplay& out)
-    : trace_(trace), config_(config), model_(model), engine_(engine), ctx_(ctx), clock_(clock), memory_(memory),
-      out_(out) {
+ReplayDriver::ReplayDriver(const Trace& trace, const TrainConfig& config, const HardwareProfile& hardware,
+                           TraceModel& model, Zero3Engine& engine, Context& ctx, ReplayClock& clock,
+                           TrackingAllocator& memory, RankReplay& out)
+    : trace_(trace), config_(config), hardware_(hardware), model_(model), engine_(engine), ctx_(ctx), clock_(clock),
+      memory_(memory), out_(out) {
   for (size_t i = 0; i < trace.params.size(); ++i) param_by_name_[trace.params[i].name] = static_cast<int32_t>(i);
 }
 
@@ -78,11 +80,35 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
       out_.compute.push_back({"optimizer step", "optimizer", clock_.now_s(), kOpenSpan});
       engine_.end_step(ctx_);
       out_.compute[span].end_s = clock_.now_s();
+      offload_at_step_end();
     }
   }
   out_.compute[step_span].end_s = clock_.now_s();
   out_.step_end_s.push_back(clock_.now_s());
   out_.step_compute_s.push_back(out_.compute_busy_s - busy_before_s);
+  if (out_.step_offload_s.size() < out_.step_compute_s.size()) out_.step_offload_s.push_back(0.0);
+}
+
+void ReplayDriver::offload_at_step_end() {
+  const EngineCounters& counters = engine_.counters();
+  const int64_t down = counters.device_to_host_bytes - down_seen_;
+  const int64_t up = counters.host_to_device_bytes - up_seen_;
+  down_seen_ = counters.device_to_host_bytes;
+  up_seen_ = counters.host_to_device_bytes;
+  int64_t host_elements = 0;
+  if (config_.zero.offload_optimizer == OffloadDevice::cpu) {
+    for (const Parameter* param : model_.parameters()) {
+      if (param->requires_grad()) host_elements += shard_numel(param->numel(), engine_.world());
+    }
+  }
+  if (down + up == 0 && host_elements == 0) return;
+  const double seconds = offload_time_s(hardware_, down + up, host_elements);
+  const double start_s = clock_.now_s();
+  clock_.advance_s(seconds);
+  out_.compute.push_back({"offload: copies and host AdamW", "offload", start_s, clock_.now_s()});
+  out_.step_offload_s.push_back(seconds);
+  out_.device_to_host_bytes += down;
+  out_.host_to_device_bytes += up;
 }
 
 void ReplayDriver::close_open_spans() {

@@ -27,7 +27,7 @@ inline constexpr double kOpenSpan = -1.0;  // the end of a span that has not end
 
 struct TimelineSpan {
   std::string name{};
-  std::string category{};  // "step", "phase", "forward", "recompute", "backward", "optimizer"
+  std::string category{};  // "step", "phase", "forward", "recompute", "backward", "optimizer", "offload"
   double start_s = 0.0;
   double end_s = kOpenSpan;
 };
@@ -54,6 +54,9 @@ struct RankReplay {
   std::vector<double> step_end_s{};
   double compute_busy_s = 0.0;        // time spent on flops, excluding waits for collectives
   std::vector<double> step_compute_s{}; // compute_busy_s of each step
+  std::vector<double> step_offload_s{}; // ZeRO-Offload's copies and host AdamW in each step
+  int64_t device_to_host_bytes = 0;     // offload copies over the whole replay
+  int64_t host_to_device_bytes = 0;
   std::array<PeakMoment, kMemoryCategoryCount> peaks{};
   PeakMoment peak_total{};
   std::vector<MemorySample> memory{};
@@ -64,8 +67,8 @@ struct RankReplay {
 
 class ReplayDriver {
  public:
-  ReplayDriver(const Trace& trace, const TrainConfig& config, TraceModel& model, Zero3Engine& engine, Context& ctx,
-               ReplayClock& clock, TrackingAllocator& memory, RankReplay& out);
+  ReplayDriver(const Trace& trace, const TrainConfig& config, const HardwareProfile& hardware, TraceModel& model,
+               Zero3Engine& engine, Context& ctx, ReplayClock& clock, TrackingAllocator& memory, RankReplay& out);
 
   void run_step(const TraceStep& step, int64_t step_index);
   // Ends the spans a failure left open at the current time, so the timeline still nests.
@@ -104,12 +107,16 @@ class ReplayDriver {
   void recompute_exit(const std::shared_ptr<Invocation>& invocation);
   double own_flops(int32_t module, double recorded) const;
   void compute(double flops);
+  // ZeRO-Offload at the step's end: the copies counted since the last step over the host link and
+  // host AdamW over the trained shard elements, on the compute stream (DeepSpeed waits for them).
+  void offload_at_step_end();
   void note_invalidations(const std::string& module);
   void add_finding(std::string kind, int32_t module, int32_t param, std::string detail);
   const std::string& module_name(int32_t module) const;
 
   const Trace& trace_;
   const TrainConfig& config_;
+  const HardwareProfile& hardware_;
   TraceModel& model_;
   Zero3Engine& engine_;
   Context& ctx_;
@@ -123,6 +130,8 @@ class ReplayDriver {
   std::unordered_map<std::string, int32_t> param_by_name_;
   std::unordered_map<int32_t, int64_t> grad_bytes_held_;  // by parameter trace index
   int64_t invalidations_seen_ = 0;
+  int64_t down_seen_ = 0;  // the engine's offload counters at the last step's end
+  int64_t up_seen_ = 0;
 };
 
 }  // namespace zero3

@@ -84,7 +84,9 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
   auto peak = [&](MemoryCategory category) { return rank.peaks[static_cast<size_t>(category)].bytes; };
   const int64_t param_shard = peak(MemoryCategory::param_shard), grad_shard = peak(MemoryCategory::grad_shard);
   const int64_t optimizer = peak(MemoryCategory::optimizer_state);
-  const int64_t measured = param_shard + grad_shard + optimizer;
+  const int64_t host_param_shard = peak(MemoryCategory::host_param_shard);
+  const int64_t host_optimizer = peak(MemoryCategory::host_optimizer_state);
+  const int64_t measured = param_shard + grad_shard + optimizer + host_param_shard + host_optimizer;
   const int64_t shard_elements = model.at("shard_elements_per_rank").get<int64_t>();
   const int world = result.world;
   const int gpus_per_node = std::min(hardware.gpus_per_node, world);
@@ -96,7 +98,16 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
   }
   return {
       {"measured_bytes_per_rank", measured},
-      {"measured", {{"param_shard", param_shard}, {"grad_shard", grad_shard}, {"optimizer_state", optimizer}}},
+      {"measured", {{"param_shard", param_shard}, {"grad_shard", grad_shard}, {"optimizer_state", optimizer},
+                    {"host_param_shard", host_param_shard}, {"host_optimizer_state", host_optimizer}}},
+      {"device_bytes_per_rank", param_shard + grad_shard + optimizer},
+      {"host_bytes_per_rank", host_param_shard + host_optimizer},
+      {"host_bytes_per_node", (host_param_shard + host_optimizer) * gpus_per_node},
+      {"offload",
+       {{"optimizer", offload_device_name(config.zero.offload_optimizer)},
+        {"param", offload_device_name(config.zero.offload_param)},
+        {"device_to_host_bytes_per_step", rank.device_to_host_bytes / std::max<int64_t>(result.steps, 1)},
+        {"host_to_device_bytes_per_step", rank.host_to_device_bytes / std::max<int64_t>(result.steps, 1)}}},
       {"measured_bytes_per_shard_element", shard_elements ? static_cast<double>(measured) / shard_elements : 0.0},
       {"zero_paper_bytes_per_rank", zero_paper_stage3_bytes(trace.parameter_elements(), world)},
       {"zero_paper_widths_on_our_shards_bytes", 16 * shard_elements},
@@ -157,9 +168,10 @@ nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& 
     }
     const double duration_s = rank.step_end_s[i] - rank.step_start_s[i];
     const double compute_s = rank.step_compute_s[i];
+    const double offload_s = i < rank.step_offload_s.size() ? rank.step_offload_s[i] : 0.0;
     steps.push_back({{"step", i}, {"duration_s", duration_s}, {"compute_s", compute_s},
-                     {"communication_s", communication_s},
-                     {"exposed_communication_s", std::max(0.0, duration_s - compute_s)}});
+                     {"communication_s", communication_s}, {"offload_s", offload_s},
+                     {"exposed_communication_s", std::max(0.0, duration_s - compute_s - offload_s)}});
   }
   double slowest_s = 0.0;
   for (const RankReplay& other : result.ranks) {

@@ -65,6 +65,16 @@ std::string model_state_lines(const nlohmann::json& report) {
   out += "  ZeRO paper (2+2+12)*Psi/W: " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
          "; the paper's widths on our padded shards: " + gb(states.at("zero_paper_widths_on_our_shards_bytes").get<double>()) +
          "; our f32 gradient partition adds " + gb(states.at("gradient_width_difference_bytes").get<double>()) + "\n";
+  const nlohmann::json& offload = states.at("offload");
+  if (offload.at("optimizer") != "none" || offload.at("param") != "none") {
+    out += "  offloaded (optimizer " + offload.at("optimizer").get<std::string>() + ", parameters " +
+           offload.at("param").get<std::string>() + "): on the device " +
+           gb(states.at("device_bytes_per_rank").get<double>()) + " per rank; in host memory " +
+           gb(states.at("host_bytes_per_rank").get<double>()) + " per rank, " +
+           gb(states.at("host_bytes_per_node").get<double>()) + " per node; copies per step " +
+           gb(offload.at("device_to_host_bytes_per_step").get<double>()) + " device->host, " +
+           gb(offload.at("host_to_device_bytes_per_step").get<double>()) + " host->device\n";
+  }
   const nlohmann::json& estimator = states.at("deepspeed_estimator");
   for (const auto& estimate : estimator.at("estimates")) {
     out += "  DeepSpeed estimator, offload " + estimate.at("offload").get<std::string>() + ": " +
@@ -143,7 +153,10 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
     out += "predicted step time: " + seconds(last.at("duration_s").get<double>()) + " (compute " +
            seconds(last.at("compute_s").get<double>()) + ", communication " +
            seconds(last.at("communication_s").get<double>()) + ", " +
-           seconds(last.at("exposed_communication_s").get<double>()) + " not hidden by compute) on " +
+           seconds(last.at("exposed_communication_s").get<double>()) + " not hidden by compute" +
+           (last.at("offload_s").get<double>() > 0.0
+                ? ", offload copies and host AdamW " + seconds(last.at("offload_s").get<double>())
+                : std::string()) + ") on " +
            hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() + "\n";
   }
   return out;

@@ -15,6 +15,8 @@ class ReplayClock {
   virtual ~ReplayClock() = default;
   virtual double now_s() const = 0;
   virtual void advance_compute(double flops) = 0;
+  // Host work the compute stream waits for (ZeRO-Offload's copies and host AdamW).
+  virtual void advance_s(double seconds) = 0;
 };
 
 class StreamClock : public ReplayClock {
@@ -23,6 +25,7 @@ class StreamClock : public ReplayClock {
 
   double now_s() const override { return now_s_; }
   void advance_compute(double flops) override { now_s_ += compute_time_s(hardware_, flops); }
+  void advance_s(double seconds) override { now_s_ += seconds; }
   void wait_until(double time_s) { now_s_ = std::max(now_s_, time_s); }
   // A collective of `duration_s` issued now starts once the communication stream is free.
   double start_collective(double duration_s) {
@@ -42,12 +45,15 @@ class StreamClock : public ReplayClock {
 
 class SimClock : public ReplayClock {
  public:
-  explicit SimClock(SimRank& sim) : sim_(sim) {}
+  SimClock(SimRank& sim, const HardwareProfile& hardware) : sim_(sim), peak_flops_(hardware.peak_flops) {}
   double now_s() const override { return sim_.now_s(); }
   void advance_compute(double flops) override { sim_.advance_compute(flops); }
+  // The rank's clock moves only by compute: host time as the flops it would take as long as.
+  void advance_s(double seconds) override { sim_.advance_compute(seconds * peak_flops_); }
 
  private:
   SimRank& sim_;
+  double peak_flops_;
 };
 
 }  // namespace zero3

@@ -26,6 +26,7 @@ const char* color_of(const std::string& category) {
   if (category == "forward") return "#1e88e5";
   if (category == "backward") return "#fb8c00";
   if (category == "recompute") return "#90caf9";
+  if (category == "offload") return "#6d4c41";
   if (category == "optimizer") return "#43a047";
   if (category == "all_gather") return "#8e24aa";
   if (category == "reduce_scatter") return "#e53935";
@@ -248,8 +249,8 @@ void legend(std::ostringstream& out, double top) {
         << "<text x=\"" << left + 14 << "\" y=\"" << top + 9 << "\" font-size=\"10\">" << label << "</text>\n";
     left += 20.0 + 6.5 * static_cast<double>(label.size());
   };
-  for (const char* category : {"step", "phase", "forward", "recompute", "backward", "optimizer", "all_gather",
-                               "reduce_scatter"}) {
+  for (const char* category : {"step", "phase", "forward", "recompute", "backward", "optimizer", "offload",
+                               "all_gather", "reduce_scatter"}) {
     item(color_of(category), category);
   }
   item(color_of("all_reduce"), "other collectives");

@@ -253,6 +253,19 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
   return config;
 }
 
+std::vector<std::string> split_module_names(const std::string& text) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (name.empty()) throw InputError("--checkpoint-activations " + text + ": an empty name between commas");
+    names.push_back(name);
+    if (comma == std::string::npos) return names;
+    start = comma + 1;
+  }
+}
+
 const char* offload_device_name(OffloadDevice device) { return device == OffloadDevice::cpu ? "cpu" : "none"; }
 
 void check_lever_combinations(const TrainConfig& config, const std::string& source) {

@@ -47,6 +47,8 @@ struct ZeroConfig {
 
 // Where a setting came from: callers that have their own default for it (replay takes the trace's
 // dtype and batch) apply it only when the file did not set it, and every banner says which it was.
+// --checkpoint-activations' comma-separated names; an empty one is an InputError.
+std::vector<std::string> split_module_names(const std::string& text);
 // How errors name the checkpointed-modules setting (a config key or a flag).
 inline constexpr const char* kCheckpointModulesKey = "activation_checkpointing.zero3_modules (--checkpoint-activations)";
 

@@ -105,6 +105,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   const EngineCounters& counters() const { return counters_; }
   int64_t live_elements() const { return live_elements_; }
   int64_t largest_module_elements() const { return largest_module_elements_; }
+  int world() const { return comm_.world(); }
   // Full f32 master weights and AdamW moments of every parameter by id, gathered from all ranks
   // (collectives: every rank must call it).
   std::vector<OptimizerSlot> gather_full_state(int64_t step);
