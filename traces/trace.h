@@ -52,6 +52,9 @@ struct TraceEvent {
   // tokens: what a rescaled replay (trace_scaling.h) scales by the sequence length once more.
   double flops_quadratic = 0.0;
   int64_t activation_quadratic_bytes = 0;
+  // enter / call: bytes of the module's output, what activation checkpointing keeps of it (the next
+  // module's input); 0 when the trace does not say.
+  int64_t output_bytes = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 
