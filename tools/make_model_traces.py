@@ -10,7 +10,9 @@ by rank: each layer's expert calls are a per-rank group, as small batches route 
 Flops of Linear calls are left out: replay derives them as 2 * tokens * weight elements. Explicit
 flops are written where a module computes more than its weights say (attention scores, a tied LM
 head). activation_bytes is each leaf module's output kept for backward, in bf16, at the trace's
-tokens; attention probabilities are not stored (fused attention recomputes them).
+tokens; attention probabilities are not stored (fused attention recomputes them). output_bytes, on
+every enter and call but T5's position bias (it grows with seq_len^2), is the module's output in
+bf16 at the trace's tokens: what activation checkpointing keeps of it.
 """
 import argparse
 import json
@@ -92,13 +94,25 @@ def quadratic(amount):
     return {"quadratic": amount}
 
 
-def call(name, flops=None, activation_bytes=None):
-    event = ["call", name]
-    if flops is not None or activation_bytes:
-        event.append(flops)
-    if activation_bytes:
-        event.append(activation_bytes)
-    return event
+def event(kind, name, flops=None, activation_bytes=None, output_bytes=None):
+    """[KIND, M, FLOPS?, ACTIVATION_BYTES?, {"output_bytes": N}?] (FORMAT.md): the places are
+    positional, so a later one given fills those before it (null flops: derived; 0 bytes)."""
+    out = [kind, name]
+    if flops is not None or activation_bytes or output_bytes:
+        out.append(flops)
+    if activation_bytes or output_bytes:
+        out.append(activation_bytes or 0)
+    if output_bytes:
+        out.append({"output_bytes": output_bytes})
+    return out
+
+
+def call(name, flops=None, activation_bytes=None, output_bytes=None):
+    return event("call", name, flops, activation_bytes, output_bytes)
+
+
+def enter(name, flops=None, activation_bytes=None, output_bytes=None):
+    return event("enter", name, flops, activation_bytes, output_bytes)
 
 
 def gpt(name, layers, width, heads, vocab, context, notes):
@@ -110,7 +124,8 @@ def gpt(name, layers, width, heads, vocab, context, notes):
     t.module("wpe", "Embedding")
     t.param("wpe", "weight", [context, width])
     t.module("h", "ModuleList")
-    t.events += [call("wte", None, tokens * width * BF16), call("wpe")]
+    hidden = tokens * width * BF16  # a [tokens, width] output: most modules'
+    t.events += [call("wte", None, hidden, hidden), call("wpe", output_bytes=hidden)]
     for i in range(layers):
         block = t.module(f"h.{i}", "Block")
         t.norm(f"{block}.ln_1", width)
@@ -122,24 +137,25 @@ def gpt(name, layers, width, heads, vocab, context, notes):
         t.linear(f"{mlp}.fc", 4 * width, width, bias=True)
         t.linear(f"{mlp}.proj", width, 4 * width, bias=True)
         t.events += [
-            ["enter", block],
-            call(f"{block}.ln_1", None, tokens * width * BF16),
-            ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16],
-            call(f"{attn}.qkv", None, 3 * tokens * width * BF16),
-            call(f"{attn}.proj", None, tokens * width * BF16),
+            enter(block, output_bytes=hidden),
+            call(f"{block}.ln_1", None, hidden, hidden),
+            enter(attn, quadratic(4 * tokens * tokens * width), hidden, hidden),
+            call(f"{attn}.qkv", None, 3 * hidden, 3 * hidden),
+            call(f"{attn}.proj", None, hidden, hidden),
             ["exit", attn],
-            call(f"{block}.ln_2", None, tokens * width * BF16),
-            ["enter", mlp],
-            call(f"{mlp}.fc", None, 4 * tokens * width * BF16),
-            call(f"{mlp}.proj", None, tokens * width * BF16),
+            call(f"{block}.ln_2", None, hidden, hidden),
+            enter(mlp, output_bytes=hidden),
+            call(f"{mlp}.fc", None, 4 * hidden, 4 * hidden),
+            call(f"{mlp}.proj", None, hidden, hidden),
             ["exit", mlp],
             ["exit", block],
         ]
     t.norm("ln_f", width)
     t.module("lm_head", "TiedLinear")
+    logits = tokens * vocab * BF16
     t.events += [
-        call("ln_f", None, tokens * width * BF16),
-        ["enter", "lm_head", 2 * tokens * vocab * width, tokens * vocab * BF16],
+        call("ln_f", None, hidden, hidden),
+        enter("lm_head", 2 * tokens * vocab * width, logits, logits),
         ["param", "lm_head", "wte.weight"],
         ["exit", "lm_head"],
         ["backward"],
@@ -156,16 +172,17 @@ def llama_layer(t, i, width, kv_width, tokens):
         t.linear(f"{attn}.{proj}", out_features, width)
     t.linear(f"{attn}.o_proj", width, width)
     t.norm(f"{layer}.post_attention_layernorm", width, bias=False, type_="LlamaRMSNorm")
+    hidden, kv = tokens * width * BF16, tokens * kv_width * BF16
     t.events += [
-        ["enter", layer],
-        call(f"{layer}.input_layernorm", None, tokens * width * BF16),
-        ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16],
-        call(f"{attn}.q_proj", None, tokens * width * BF16),
-        call(f"{attn}.k_proj", None, tokens * kv_width * BF16),
-        call(f"{attn}.v_proj", None, tokens * kv_width * BF16),
-        call(f"{attn}.o_proj", None, tokens * width * BF16),
+        enter(layer, output_bytes=hidden),
+        call(f"{layer}.input_layernorm", None, hidden, hidden),
+        enter(attn, quadratic(4 * tokens * tokens * width), hidden, hidden),
+        call(f"{attn}.q_proj", None, hidden, hidden),
+        call(f"{attn}.k_proj", None, kv, kv),
+        call(f"{attn}.v_proj", None, kv, kv),
+        call(f"{attn}.o_proj", None, hidden, hidden),
         ["exit", attn],
-        call(f"{layer}.post_attention_layernorm", None, tokens * width * BF16),
+        call(f"{layer}.post_attention_layernorm", None, hidden, hidden),
     ]
     return layer
 
@@ -175,13 +192,14 @@ def llama_frame(t, vocab, width, tokens, body):
     t.module("model.embed_tokens", "Embedding")
     t.param("model.embed_tokens", "weight", [vocab, width])
     t.module("model.layers", "ModuleList")
-    t.events.append(["enter", "model"])
-    t.events.append(call("model.embed_tokens", None, tokens * width * BF16))
+    hidden, logits = tokens * width * BF16, tokens * vocab * BF16
+    t.events.append(enter("model", output_bytes=hidden))
+    t.events.append(call("model.embed_tokens", None, hidden, hidden))
     body()
     t.norm("model.norm", width, bias=False, type_="LlamaRMSNorm")
     t.linear("lm_head", vocab, width)
-    t.events += [call("model.norm", None, tokens * width * BF16), ["exit", "model"],
-                 call("lm_head", None, tokens * vocab * BF16), ["backward"], ["optimizer_step"]]
+    t.events += [call("model.norm", None, hidden, hidden), ["exit", "model"],
+                 call("lm_head", None, logits, logits), ["backward"], ["optimizer_step"]]
 
 
 def llama2_7b():
@@ -197,9 +215,10 @@ def llama2_7b():
             t.linear(f"{mlp}.gate_proj", ffn, width)
             t.linear(f"{mlp}.up_proj", ffn, width)
             t.linear(f"{mlp}.down_proj", width, ffn)
-            t.events += [["enter", mlp], call(f"{mlp}.gate_proj", None, tokens * ffn * BF16),
-                         call(f"{mlp}.up_proj", None, tokens * ffn * BF16),
-                         call(f"{mlp}.down_proj", None, tokens * width * BF16), ["exit", mlp], ["exit", layer]]
+            hidden, inner = tokens * width * BF16, tokens * ffn * BF16
+            t.events += [enter(mlp, output_bytes=hidden), call(f"{mlp}.gate_proj", None, inner, inner),
+                         call(f"{mlp}.up_proj", None, inner, inner),
+                         call(f"{mlp}.down_proj", None, hidden, hidden), ["exit", mlp], ["exit", layer]]
 
     llama_frame(t, vocab, width, tokens, body)
     return t
@@ -226,7 +245,10 @@ def mixtral_8x7b(ranks=2, seed=7):
                 t.linear(f"{expert}.w1", ffn, width)
                 t.linear(f"{expert}.w2", width, ffn)
                 t.linear(f"{expert}.w3", ffn, width)
-            t.events += [["enter", moe], call(f"{moe}.gate", None, tokens * experts * BF16)]
+            router_logits = tokens * experts * BF16
+            # HF's block returns the mixed hidden states and the router logits.
+            t.events += [enter(moe, output_bytes=tokens * width * BF16 + router_logits),
+                         call(f"{moe}.gate", None, router_logits, router_logits)]
             per_rank = []
             for _ in range(ranks):
                 routed = [0] * experts
@@ -239,10 +261,11 @@ def mixtral_8x7b(ranks=2, seed=7):
                     if n == 0:
                         continue
                     expert = f"{moe}.experts.{e}"
-                    # Flops for the n tokens routed here; their few activation bytes are left out.
-                    flops = 2 * n * ffn * width
-                    events += [["enter", expert], call(f"{expert}.w1", flops), call(f"{expert}.w3", flops),
-                               call(f"{expert}.w2", flops), ["exit", expert]]
+                    # Flops and outputs for the n tokens routed here; their few activation bytes are left out.
+                    flops, hidden, inner = 2 * n * ffn * width, n * width * BF16, n * ffn * BF16
+                    events += [enter(expert, output_bytes=hidden), call(f"{expert}.w1", flops, output_bytes=inner),
+                               call(f"{expert}.w3", flops, output_bytes=inner),
+                               call(f"{expert}.w2", flops, output_bytes=hidden), ["exit", expert]]
                 per_rank.append(events)
             t.events += [{"per_rank": per_rank}, ["exit", moe], ["exit", layer]]
 
@@ -253,11 +276,13 @@ def mixtral_8x7b(ranks=2, seed=7):
 def t5_stack(t, stack, layers, width, heads, ffn, tokens, decoder):
     t.module(stack, "T5Stack")
     t.module(f"{stack}.block", "ModuleList")
-    t.events += [["enter", stack], ["param", stack, "shared.weight"]]  # embed_tokens is the shared module
+    hidden, inner = tokens * width * BF16, tokens * ffn * BF16
+    # embed_tokens is the shared module
+    t.events += [enter(stack, output_bytes=hidden), ["param", stack, "shared.weight"]]
     for i in range(layers):
         block = t.module(f"{stack}.block.{i}", "T5Block")
         t.module(f"{block}.layer", "ModuleList")
-        t.events.append(["enter", block])
+        t.events.append(enter(block, output_bytes=hidden))
         sublayers = [("T5LayerSelfAttention", "SelfAttention")]
         if decoder:
             sublayers.append(("T5LayerCrossAttention", "EncDecAttention"))
@@ -270,10 +295,12 @@ def t5_stack(t, stack, layers, width, heads, ffn, tokens, decoder):
                 t.module(f"{attention}.relative_attention_bias", "Embedding")
                 t.param(f"{attention}.relative_attention_bias", "weight", [32, heads])
             t.norm(f"{sub}.layer_norm", width, bias=False, type_="T5LayerNorm")
-            t.events += [["enter", sub], call(f"{sub}.layer_norm", None, tokens * width * BF16),
-                         ["enter", attention, quadratic(4 * tokens * tokens * width), tokens * width * BF16]]
-            t.events += [call(f"{attention}.{proj}", None, tokens * width * BF16) for proj in ("q", "k", "v", "o")]
+            t.events += [enter(sub, output_bytes=hidden), call(f"{sub}.layer_norm", None, hidden, hidden),
+                         enter(attention, quadratic(4 * tokens * tokens * width), hidden, hidden)]
+            t.events += [call(f"{attention}.{proj}", None, hidden, hidden) for proj in ("q", "k", "v", "o")]
             if i == 0 and attention_name == "SelfAttention":
+                # Its output, the [seq_len, seq_len, heads] position bias, grows with seq_len^2, which
+                # output_bytes (one figure that grows with tokens) cannot say: left unsaid.
                 t.events.append(call(f"{attention}.relative_attention_bias", None, quadratic(tokens * tokens * heads * BF16)))
             t.events += [["exit", attention], ["exit", sub]]
         ff = t.module(f"{block}.layer.{len(sublayers)}", "T5LayerFF")
@@ -281,11 +308,12 @@ def t5_stack(t, stack, layers, width, heads, ffn, tokens, decoder):
         t.linear(f"{dense}.wi", ffn, width)
         t.linear(f"{dense}.wo", width, ffn)
         t.norm(f"{ff}.layer_norm", width, bias=False, type_="T5LayerNorm")
-        t.events += [["enter", ff], call(f"{ff}.layer_norm", None, tokens * width * BF16), ["enter", dense],
-                     call(f"{dense}.wi", None, tokens * ffn * BF16), call(f"{dense}.wo", None, tokens * width * BF16),
+        t.events += [enter(ff, output_bytes=hidden), call(f"{ff}.layer_norm", None, hidden, hidden),
+                     enter(dense, output_bytes=hidden),
+                     call(f"{dense}.wi", None, inner, inner), call(f"{dense}.wo", None, hidden, hidden),
                      ["exit", dense], ["exit", ff], ["exit", block]]
     t.norm(f"{stack}.final_layer_norm", width, bias=False, type_="T5LayerNorm")
-    t.events += [call(f"{stack}.final_layer_norm", None, tokens * width * BF16), ["exit", stack]]
+    t.events += [call(f"{stack}.final_layer_norm", None, hidden, hidden), ["exit", stack]]
 
 
 def t5_base():
@@ -300,7 +328,8 @@ def t5_base():
     t5_stack(t, "encoder", layers, width, heads, ffn, tokens, decoder=False)
     t5_stack(t, "decoder", layers, width, heads, ffn, tokens, decoder=True)
     t.module("lm_head", "TiedLinear")
-    t.events += [["enter", "lm_head", 2 * tokens * vocab * width, tokens * vocab * BF16],
+    logits = tokens * vocab * BF16
+    t.events += [enter("lm_head", 2 * tokens * vocab * width, logits, logits),
                  ["param", "lm_head", "shared.weight"], ["exit", "lm_head"], ["backward"], ["optimizer_step"]]
     return t
 
@@ -320,29 +349,31 @@ def fp_quant_like():
         t.param(name, "qweight", [out_features, in_features // 2], dtype="u8")
         t.param(name, "scales", [out_features, in_features // group], dtype="fp8")
         t.param(name, "global_scale", [1], dtype="f32")
-        return call(name, 2 * tokens * out_features * in_features, tokens * out_features * BF16)
+        out = tokens * out_features * BF16
+        return call(name, 2 * tokens * out_features * in_features, out, out)
 
     t.module("model", "LlamaModel")
     t.module("model.embed_tokens", "Embedding")
     t.param("model.embed_tokens", "weight", [vocab, width])
     t.module("model.layers", "ModuleList")
-    t.events += [["enter", "model"], call("model.embed_tokens", None, tokens * width * BF16)]
+    hidden, logits = tokens * width * BF16, tokens * vocab * BF16
+    t.events += [enter("model", output_bytes=hidden), call("model.embed_tokens", None, hidden, hidden)]
     for i in range(layers):
         layer = t.module(f"model.layers.{i}", "LlamaDecoderLayer")
         attn = t.module(f"{layer}.self_attn", "LlamaAttention")
         mlp = t.module(f"{layer}.mlp", "LlamaMLP")
         t.norm(f"{layer}.input_layernorm", width, bias=False, type_="LlamaRMSNorm")
-        t.events += [["enter", layer], call(f"{layer}.input_layernorm", None, tokens * width * BF16),
-                     ["enter", attn, quadratic(4 * tokens * tokens * width), tokens * width * BF16]]
+        t.events += [enter(layer, output_bytes=hidden), call(f"{layer}.input_layernorm", None, hidden, hidden),
+                     enter(attn, quadratic(4 * tokens * tokens * width), hidden, hidden)]
         t.events += [quant_linear(f"{attn}.{p}", width, width) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
-        t.events += [["exit", attn], ["enter", mlp]]
+        t.events += [["exit", attn], enter(mlp, output_bytes=hidden)]
         t.events += [quant_linear(f"{mlp}.gate_proj", ffn, width), quant_linear(f"{mlp}.up_proj", ffn, width),
                      quant_linear(f"{mlp}.down_proj", width, ffn)]
         t.events += [["exit", mlp], ["exit", layer]]
     t.norm("model.norm", width, bias=False, type_="LlamaRMSNorm")
     t.linear("lm_head", vocab, width)
-    t.events += [call("model.norm", None, tokens * width * BF16), ["exit", "model"],
-                 call("lm_head", None, tokens * vocab * BF16), ["backward"], ["optimizer_step"]]
+    t.events += [call("model.norm", None, hidden, hidden), ["exit", "model"],
+                 call("lm_head", None, logits, logits), ["backward"], ["optimizer_step"]]
     return t
 
 

@@ -41,6 +41,29 @@ Amount read_amount(const JsonReader& node, double max) {
   return amount;
 }
 
+// The options object that may end an enter or call event, {"output_bytes": N}: the bytes of the
+// module's output, what activation checkpointing keeps of it. It has the fifth place of its own, so
+// it is never taken for an amount object ({"linear", "quadratic"}) in the FLOPS or bytes place.
+int64_t read_output_bytes(const JsonReader& options) {
+  if (!options.json().is_object()) options.fail("an object of options {\"output_bytes\": N}");
+  options.expect_only_keys({"output_bytes"});
+  return options.has("output_bytes") ? options.at("output_bytes").as_int(0, kCountMax) : 0;
+}
+
+// "output_bytes" where it does not belong: on another kind of event, or in an amount's place. Said
+// plainly, where the form or amount check would only say the event has the wrong shape.
+void reject_misplaced_output_bytes(const JsonReader& node, EventKind kind) {
+  const bool carries = kind == EventKind::enter || kind == EventKind::call;
+  for (size_t i = 1; i < node.size() && (!carries || i < 4); ++i) {
+    if (!node.at(i).has("output_bytes")) continue;
+    node.at(i).at("output_bytes").fail(
+        carries ? std::string("\"output_bytes\" in the options object after FLOPS and ACTIVATION_BYTES ") +
+                      "([KIND, MODULE, FLOPS or null, ACTIVATION_BYTES or 0, {\"output_bytes\": N}])"
+                : std::string("no \"output_bytes\" on \"") + event_kind_name(kind) +
+                      "\" events: only enter and call events carry their module's output bytes");
+  }
+}
+
 // batch and seq_len come together, and agree with tokens when it is given.
 void read_run_shape(const JsonReader& root, Trace& trace) {
   if (root.has("batch") != root.has("seq_len")) {
@@ -156,6 +179,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
   for (const auto& [name, kind] : kinds) kind_names.push_back(name);
   TraceEvent event;
   event.kind = kinds.at(node.at(0).as_choice(kind_names));
+  reject_misplaced_output_bytes(node, event.kind);
   const size_t size = node.size();
   auto expect_size = [&](size_t min, size_t max, const char* form) {
     if (size < min || size > max) node.fail(form);
@@ -163,7 +187,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
   switch (event.kind) {
     case EventKind::enter:
     case EventKind::call:
-      expect_size(2, 4, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?]");
+      expect_size(2, 5, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?, {\"output_bytes\": N}?]");
       event.module = module_ref(node.at(1), names, false);
       if (size > 2 && !node.at(2).json().is_null()) {
         const Amount flops = read_amount(node.at(2), 1e30);
@@ -175,6 +199,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
         event.activation_bytes = static_cast<int64_t>(bytes.linear + bytes.quadratic);
         event.activation_quadratic_bytes = static_cast<int64_t>(bytes.quadratic);
       }
+      if (size > 4) event.output_bytes = read_output_bytes(node.at(4));
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:

@@ -18,6 +18,24 @@ namespace {
 
 using ModuleIndex = std::map<const Module*, int32_t>;
 
+// The bytes of the output of `module`, which has just exited: the output of the last op in its
+// range of the tape, which is the value it returned (a child's output when it ends by calling a
+// child). 0 when its range recorded no op: it returned its input as it was, or nothing it did
+// takes a gradient. The hooks do not see the returned value itself, only the tape.
+int64_t exited_module_output_bytes(const Tape& tape, const Module& module) {
+  const std::vector<TapeEntry>& entries = tape.entries();
+  for (size_t i = entries.size(); i-- > 0;) {
+    const TapeEntry& entry = entries[i];
+    if (entry.is_marker) {
+      if (entry.marker.kind == MarkerKind::module_enter && entry.marker.module == &module) return 0;
+      continue;
+    }
+    const Var& output = entry.op.output;
+    return output.defined() && output.value().defined() ? output.value().bytes() : 0;
+  }
+  return 0;
+}
+
 // Logs every hook and access, then lets the wrapped hooks do their work.
 class RecordingHooks : public ModuleHooks {
  public:
@@ -34,6 +52,7 @@ class RecordingHooks : public ModuleHooks {
     inner_.post_forward(ctx, module);
     // What the module's own ops keep for backward, known only now; the replay counts it from here.
     events_[open_enters_.back()].activation_bytes = ctx.tape().exited_module_activation_bytes();
+    events_[open_enters_.back()].output_bytes = exited_module_output_bytes(ctx.tape(), module);
     open_enters_.pop_back();
     push(EventKind::exit, &module);
   }
@@ -107,7 +126,8 @@ std::vector<TraceEvent> compact_calls(const std::vector<TraceEvent>& events, con
       const size_t exit_at = i + 1 + k;
       if (k == params.size() && exit_at < events.size() && events[exit_at].kind == EventKind::exit &&
           events[exit_at].module == event.module) {
-        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes});
+        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes,
+                       .output_bytes = event.output_bytes});
         i = exit_at;
         continue;
       }

@@ -2,9 +2,10 @@
 // micro-steps per optimizer step than it was recorded with (`zero3 replay --micro-batch --seq-len
 // --gas`, or the config's train_micro_batch_size_per_gpu and gradient_accumulation_steps).
 //
-// Activation bytes and explicit flops grow with tokens = batch x seq_len, except their quadratic
-// parts (attention scores), which grow with batch x seq_len^2; flops derived from shapes follow the
-// new `tokens`. A step recorded with one micro-step is repeated to the requested accumulation.
+// Activation bytes, output bytes and explicit flops grow with tokens = batch x seq_len, except
+// their quadratic parts (attention scores), which grow with batch x seq_len^2; flops derived from
+// shapes follow the new `tokens`. A step recorded with one micro-step is repeated to the requested
+// accumulation.
 //
 //   Trace run = rescale_trace(load_trace(path), {.batch = 8, .micro_steps = 4}, path);
 #pragma once

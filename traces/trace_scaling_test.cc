@@ -77,6 +77,20 @@ TEST(TraceScaling, BatchScalesEverythingLinearly) {
   EXPECT_EQ(trace.steps[0].items[4].event.activation_bytes, 400);   // the loss's, at backward
 }
 
+// A module's output is one row per token: it grows with the batch and with the sequence length
+// alike, never with its square.
+TEST(TraceScaling, OutputBytesGrowWithTokens) {
+  nlohmann::json json = shaped_trace();
+  json["steps"][0]["events"][1] = {"call", "fc", nullptr, 512, {{"output_bytes", 256}}};
+  const Trace recorded = read_trace(json, "t.json");
+  const int64_t bytes = recorded.steps[0].items[1].event.output_bytes;
+  const Trace doubled = rescale_trace(recorded, {.batch = 2 * recorded.batch}, "t.json");
+  EXPECT_EQ(doubled.steps[0].items[1].event.output_bytes, 2 * bytes);
+  const Trace longer = rescale_trace(recorded, {.seq_len = 4 * recorded.seq_len}, "t.json");
+  EXPECT_EQ(longer.steps[0].items[1].event.output_bytes, 4 * bytes);
+  EXPECT_EQ(attn_call(longer).output_bytes, 0);  // not said: stays unsaid
+}
+
 TEST(TraceScaling, SequenceLengthGrowsTheQuadraticPartTwiceAsFast) {
   const Trace trace = rescale_trace(read_trace(shaped_trace(), "t.json"), {.seq_len = 16}, "t.json");
   EXPECT_EQ(trace.tokens, 32);

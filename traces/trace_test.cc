@@ -1,5 +1,6 @@
 // The trace format: reading, validation errors with JSON paths, versioning, per-rank groups, the
 // writer's round trip, the shipped traces, and traces recorded from training runs.
+#include <algorithm>
 #include <filesystem>
 
 #include <gtest/gtest.h>
@@ -148,6 +149,53 @@ TEST(TraceWriter, WhatItWritesReadsBackTheSame) {
   EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
 }
 
+// Activation checkpointing keeps a module's output: enter and call events may say its bytes in a
+// trailing options object, which the writer keeps and leaves out when there is none.
+TEST(TraceWriter, OutputBytesReadBackTheSameAndAreLeftOutWhenZero) {
+  nlohmann::json json = small_trace();
+  json["steps"][0]["events"][1] = {"call", "a", 1000, 64, {{"output_bytes", 128}}};
+  json["steps"][0]["events"][2] = {"enter", "b", nullptr, 0, {{"output_bytes", 32}}};  // flops derived, no bytes kept
+  const Trace trace = read_trace(json, "t.json");
+  const std::vector<TraceEvent> events = events_for(trace.steps[0], 0);
+  EXPECT_EQ(events[1].output_bytes, 128);
+  EXPECT_EQ(events[1].activation_bytes, 64);
+  EXPECT_EQ(events[2].output_bytes, 32);
+  EXPECT_LT(events[2].flops, 0.0);
+  EXPECT_EQ(events[2].activation_bytes, 0);
+  EXPECT_EQ(events[0].output_bytes, 0);  // not said
+  const nlohmann::json written = trace_to_json(trace);
+  EXPECT_EQ(written["steps"][0]["events"][1], json["steps"][0]["events"][1]);
+  EXPECT_EQ(written["steps"][0]["events"][2], json["steps"][0]["events"][2]);
+  const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "again.json");
+  EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
+  // Without output bytes the events are written as before.
+  const nlohmann::json plain = trace_to_json(read_trace(small_trace(), "t.json"));
+  EXPECT_EQ(plain["steps"][0]["events"], small_trace()["steps"][0]["events"]);
+}
+
+TEST(TraceReader, RejectsOutputBytesOutsideEnterAndCallAndBelowZeroNamingThePath) {
+  nlohmann::json json = small_trace();
+  json["steps"][0]["events"][5] = {"exit", "b", {{"output_bytes", 32}}};
+  std::string error = error_of(json);
+  EXPECT_NE(error.find("t.json: at /steps/0/events/5/2/output_bytes: expected no \"output_bytes\" on \"exit\" events"),
+            std::string::npos) << error;
+  json = small_trace();
+  json["steps"][0]["events"][9] = {"backward", {{"output_bytes", 4}}};
+  error = error_of(json);
+  EXPECT_NE(error.find("at /steps/0/events/9/1/output_bytes: expected no \"output_bytes\" on \"backward\" events"),
+            std::string::npos) << error;
+  json = small_trace();
+  json["steps"][0]["events"][1] = {"call", "a", 1000, 64, {{"output_bytes", -1}}};
+  error = error_of(json);
+  EXPECT_NE(error.find("t.json: at /steps/0/events/1/4/output_bytes"), std::string::npos) << error;
+  json["steps"][0]["events"][1] = {"call", "a", {{"output_bytes", 8}}};  // in the flops' place
+  error = error_of(json);
+  EXPECT_NE(error.find("at /steps/0/events/1/2/output_bytes: expected \"output_bytes\" in the options object"),
+            std::string::npos) << error;
+  json["steps"][0]["events"][1] = {"call", "a", 1000, 64, {{"kept", 8}}};
+  EXPECT_NE(error_of(json).find("/steps/0/events/1/4/kept"), std::string::npos) << error_of(json);
+}
+
 TEST(TraceReader, AcceptsAFuzzerCaseFileAndChecksItsRunSection) {
   nlohmann::json json = nlohmann::json::parse(R"({
     "zero3_trace": 1, "source": "fuzz", "model_spec": "mlp-tiny",
@@ -202,6 +250,21 @@ TEST(TraceRecorder, AnSpmdRunIsStoredOnceForAllRanksWithItsCollectives) {
   }
   EXPECT_GT(module_bytes, 0);
   EXPECT_EQ(loss_bytes, 4) << "the f32 scalar loss, computed outside every module";
+  // Each module's output bytes: a linear layer's is a row of its output features per token, in f32.
+  int linears = 0;
+  for (const TraceItem& item : trace.steps[0].items) {
+    if (item.event.kind != EventKind::call && item.event.kind != EventKind::enter) continue;
+    const TraceModule& module = trace.modules[static_cast<size_t>(item.event.module)];
+    SCOPED_TRACE(module.name);
+    EXPECT_GT(item.event.output_bytes, 0);
+    if (module.type != "linear") continue;
+    const auto weight = std::find_if(trace.params.begin(), trace.params.end(),
+                                     [&](const TraceParam& param) { return param.name == module.name + ".weight"; });
+    ASSERT_NE(weight, trace.params.end());
+    EXPECT_EQ(item.event.output_bytes, trace.tokens * weight->shape[0] * static_cast<int64_t>(sizeof(float)));
+    ++linears;
+  }
+  EXPECT_GT(linears, 0);
   const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "recorded.json");
   EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
 }
