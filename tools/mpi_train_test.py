@@ -61,14 +61,22 @@ def equality_matrix(folder):
         for zero in ["3", "0"]:
             for bf16 in [False, True]:
                 cases.append((model, config, zero, bf16, 1))
-    cases = [case + ("cpu",) for case in cases]
-    cases += [("gpt-tiny", "plain", "1", False, 2, "cpu"), ("moe-tiny", "leaf", "2", True, 1, "cpu"),
-              ("gpt-tiny", "plain", "3", False, 3, "cpu"), ("gpt-tiny", "plain", "0", False, 3, "cpu"),
-              ("moe-tiny", "leaf", "3", True, 3, "cpu"), ("gpt-tiny", "plain", "3", True, 1, "opaque")]
-    for model, config, zero, bf16, gas, device in cases:
-        name = f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}"
+    cases = [case + ("cpu", False) for case in cases]
+    cases += [("gpt-tiny", "plain", "1", False, 2, "cpu", False), ("moe-tiny", "leaf", "2", True, 1, "cpu", False),
+              ("gpt-tiny", "plain", "3", False, 3, "cpu", False), ("gpt-tiny", "plain", "0", False, 3, "cpu", False),
+              ("moe-tiny", "leaf", "3", True, 3, "cpu", False), ("gpt-tiny", "plain", "3", True, 1, "opaque", False)]
+    # The memory levers: activation checkpointing and CPU offload, at each stage.
+    cases += [("gpt-tiny", "plain", "3", False, 1, "cpu", True), ("moe-tiny", "leaf", "2", True, 1, "cpu", True),
+              ("zero-sized", "plain", "1", False, 2, "cpu", True), ("gpt-tiny", "plain", "3", True, 1, "opaque", True)]
+    lever_modules = {"gpt-tiny": "transformer_block", "moe-tiny": "layers.2", "zero-sized": "layers.0,layers.1"}
+    for model, config, zero, bf16, gas, device, levers in cases:
+        name = (f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}"
+                f"{' with checkpointing and offload' if levers else ''}")
         common = ["train", "--model", model, "--steps", "3", "--seed", "7", "--zero", zero, "--config",
                   configs[config], "--gas", str(gas), "--device", device] + (["--bf16"] if bf16 else [])
+        if levers:
+            common += ["--checkpoint-activations", lever_modules[model], "--offload-optimizer", "cpu"]
+            common += ["--offload-param", "cpu"] if zero == "3" else []
         mpi_path, sim_path = os.path.join(folder, "mpi.json"), os.path.join(folder, "sim.json")
         for path in (mpi_path, sim_path):
             if os.path.exists(path):

@@ -85,11 +85,13 @@ TEST(ActivationCheckpointing, GivesTheSameLossAndGradientsBitForBitWithFewerActi
   EXPECT_LT(checkpointed.activation_peak, plain.activation_peak);
 }
 
-TEST(ActivationCheckpointing, CheckpointingOneBlockByNameLowersThePeakLessThanBoth) {
+TEST(ActivationCheckpointing, CheckpointingOneBlockByNameLowersThePeakAndBothNoLess) {
+  // The peak comes at the last block's forward (or its recompute, one block's activations either
+  // way), so checkpointing the first block already takes what there is to take here.
   const StepResult both = run_step({"mlp"});
   const StepResult first = run_step({"0"});
   const StepResult plain = run_step({});
-  EXPECT_LT(both.activation_peak, first.activation_peak);
+  EXPECT_LE(both.activation_peak, first.activation_peak);
   EXPECT_LT(first.activation_peak, plain.activation_peak);
   EXPECT_TRUE(same_bits(first.grads[0], plain.grads[0]));
 }

@@ -13,10 +13,8 @@ using enum KeySupport;
 
 // What zero3 does instead, where several keys share the answer.
 constexpr std::string_view kStagesOneAndTwo =
-    "stages 1 and 2 reduce gradients in reduce_bucket_size buckets and refresh the parameters with one all-gather "
-    "after the step";
-constexpr std::string_view kOffloadTuning =
-    "zero3 counts the host<->device copies of offload (bytes per step); it does not pin, buffer or pipeline them";
+    "stages 1 and 2 reduce in reduce_bucket_size buckets and all-gather parameters once after the step";
+constexpr std::string_view kOffloadTuning = "offload's copies are counted per step, not pinned, buffered or pipelined";
 constexpr std::string_view kNoScheduler = "no LR scheduler: every step uses optimizer.params.lr";
 constexpr std::string_view kNoFp16 = "fp16 is not built; bf16 needs no loss scaling";
 constexpr std::string_view kBf16Compute = "bf16.enabled gives bf16 compute with f32 master weights";
