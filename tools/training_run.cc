@@ -52,11 +52,12 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
               config.gradient_clipping, config.bf16 ? "on" : "off", config.zero.stage);
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("  \"auto\" in %s resolved from flags and defaults: %s\n", options.config_path.c_str(), resolved.c_str());
-  if (!config.checkpoint_modules.empty()) {
+  const std::vector<std::string> checkpointed = checkpointed_names(built, config.checkpoint_modules);
+  if (!checkpointed.empty()) {
     std::string names;
-    for (const std::string& name : config.checkpoint_modules) names += (names.empty() ? "" : ",") + name;
+    for (const std::string& name : checkpointed) names += (names.empty() ? "" : ",") + name;
     std::printf("  activation checkpointing: %s (%zu modules; backward runs their forward again)\n", names.c_str(),
-                select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey).size());
+                select_modules(*built.model, checkpointed, kCheckpointModulesKey).size());
   }
   if (config.zero.offload_optimizer != OffloadDevice::none || config.zero.offload_param != OffloadDevice::none) {
     std::printf("  offload: optimizer state %s, parameter shards %s (host memory; copies counted per step)\n",
@@ -389,7 +390,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   for (const auto& warning : warnings) std::fprintf(stderr, "warning: %s\n", warning.c_str());
   BuiltModel built = initialized_model(options, config);
   // Names the model does not have are refused here, once, before any rank starts.
-  (void)select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey);
+  (void)select_modules(*built.model, checkpointed_names(built, config.checkpoint_modules), kCheckpointModulesKey);
   print_banner(options, config, built);
 
   const TrainingBackend& backend = training_backend(options.backend);

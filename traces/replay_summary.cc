@@ -60,8 +60,11 @@ std::string model_state_lines(const nlohmann::json& report) {
   std::string out = "model states per rank: " + gb(states.at("measured_bytes_per_rank").get<double>()) +
                     " (param_shard " + gb(measured.at("param_shard").get<double>()) + " + grad_shard " +
                     gb(measured.at("grad_shard").get<double>()) + " + optimizer_state " +
-                    gb(measured.at("optimizer_state").get<double>()) + format(") = %.2f bytes per shard element\n",
-                    states.at("measured_bytes_per_shard_element").get<double>());
+                    gb(measured.at("optimizer_state").get<double>()) +
+                    (states.at("host_bytes_per_rank").get<double>() > 0.0
+                         ? " + in host memory " + gb(states.at("host_bytes_per_rank").get<double>())
+                         : std::string()) +
+                    format(") = %.2f bytes per shard element\n", states.at("measured_bytes_per_shard_element").get<double>());
   out += "  ZeRO paper (2+2+12)*Psi/W: " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
          "; the paper's widths on our padded shards: " + gb(states.at("zero_paper_widths_on_our_shards_bytes").get<double>()) +
          "; our f32 gradient partition adds " + gb(states.at("gradient_width_difference_bytes").get<double>()) + "\n";

@@ -35,6 +35,17 @@ const char* kLayersPrefix = R"({"zero3_model_spec": 1, "kind": "sequential", "in
 
 std::string sequential(const std::string& layers) { return kLayersPrefix + layers + "}"; }
 
+TEST(ModelSpec, CheckpointActivationsNamesModulesTheModelHas) {
+  const BuiltModel built = build_model_from_spec(
+      nlohmann::json::parse(R"({"zero3_model_spec": 1, "kind": "gpt", "vocab": 8, "context": 4, "layers": 2,
+                                "heads": 1, "width": 4, "checkpoint_activations": ["transformer_block"]})"),
+      "specs/gpt.json", {});
+  EXPECT_EQ(checkpointed_names(built, {"h.0.mlp"}), (std::vector<std::string>{"transformer_block", "h.0.mlp"}));
+  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "gpt", "vocab": 8, "context": 4, "layers": 1,
+                                 "heads": 1, "width": 4, "checkpoint_activations": ["block"]})"),
+                  {"specs/bad.json: at /checkpoint_activations: 'block' is neither", "transformer_block"});
+}
+
 TEST(ModelSpec, NegativeWidthNamesSourcePathAndExpectation) {
   const std::string message = spec_error(sequential(
       R"([{"type": "linear", "out": 4}, {"type": "gelu"}, {"type": "linear", "out": 4}, {"type": "linear", "out": -2}])"));

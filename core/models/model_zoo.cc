@@ -75,8 +75,9 @@ std::string name_from_source(const std::string& source) {
 }
 
 GptConfig read_gpt_config(const SpecNode& spec) {
-  spec.expect_object({"zero3_model_spec", "name", "kind", "vocab", "context", "layers", "heads", "width"},
-                     "a gpt model spec");
+  spec.expect_object(
+      {"zero3_model_spec", "name", "kind", "vocab", "context", "layers", "heads", "width", "checkpoint_activations"},
+      "a gpt model spec");
   // Far above any real GPT (GPT-3: 50,257 / 2,048 / 96 / 96 / 12,288), low enough that every
   // parameter's and the model's element count fits in 64 bits with room to spare.
   constexpr int64_t kGptDimMax = int64_t{1} << 24;
@@ -182,11 +183,23 @@ BuiltModel build_model_from_spec(const nlohmann::json& spec, const std::string& 
   root.at("name").text_or(name_from_source(source));
   BuiltModel built = kind == "gpt" ? build_gpt(root, options) : build_sequential(root, options);
   check_model_elements(*built.model, root);
+  const SpecNode checkpointed = root.at("checkpoint_activations");
+  if (checkpointed.present()) {
+    if (!checkpointed.value().is_array()) checkpointed.fail_expected("an array of module types or dotted names");
+    for (size_t i = 0; i < checkpointed.array_size(); ++i) built.checkpoint_modules.push_back(checkpointed.at(i).text());
+    (void)select_modules(*built.model, built.checkpoint_modules, source + ": at /checkpoint_activations");
+  }
   built.spec = std::move(resolved);
   built.init_from = options.init_from;
   built.init_names = options.init_names;
   if (!built.init_from.empty()) parse_weight_names(built.init_names);  // a bad --names fails before training
   return built;
+}
+
+std::vector<std::string> checkpointed_names(const BuiltModel& built, const std::vector<std::string>& from_config) {
+  std::vector<std::string> names = built.checkpoint_modules;
+  names.insert(names.end(), from_config.begin(), from_config.end());
+  return names;
 }
 
 std::vector<NamedTensor> global_batch_tensors(const BuiltModel& built, int64_t steps, int64_t gas, int64_t rows) {

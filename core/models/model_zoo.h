@@ -34,9 +34,15 @@ struct BuiltModel {
   std::unique_ptr<Model> model;
   std::unique_ptr<DataSource> data;
   nlohmann::json spec;  // the resolved spec, as written into reports and traces
+  // The spec's checkpoint_activations: modules checkpointed in every run of this model, besides the
+  // config's activation_checkpointing.zero3_modules.
+  std::vector<std::string> checkpoint_modules{};
   std::string init_from{};  // ModelOptions::init_from and init_names, for initialize_model()
   std::string init_names = "zero3";
 };
+
+// The modules checkpointed in a run: the model spec's and the config's.
+std::vector<std::string> checkpointed_names(const BuiltModel& built, const std::vector<std::string>& from_config);
 
 // The seeded initialisation (Model::initialize), then the --init-from weights when there are any:
 // how every trainer, reference and rank starts, so that they all start from the same values.

@@ -246,7 +246,8 @@ const std::vector<std::string>& sequential_layer_types() {
 }
 
 std::unique_ptr<SequentialModel> build_sequential_model(const SpecNode& spec) {
-  spec.expect_object({"zero3_model_spec", "name", "kind", "input_width", "loss", "layers"}, "a sequential model spec");
+  spec.expect_object({"zero3_model_spec", "name", "kind", "input_width", "loss", "layers", "checkpoint_activations"},
+                     "a sequential model spec");
   const int64_t input_width = spec.at("input_width").integer(0, kInputWidthMax);
   const std::string loss_name = spec.at("loss").one_of({"mse", "cross_entropy"});
   const SpecNode layers = spec.at("layers");

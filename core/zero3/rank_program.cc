@@ -90,7 +90,8 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   }
   Context ctx(seams.kernels, engine.get(), rank_of(seams));
   ctx.tape().count_activations(&seams.allocator);
-  ctx.set_checkpointed(select_modules(*built.model, options.config.checkpoint_modules, kCheckpointModulesKey));
+  ctx.set_checkpointed(
+      select_modules(*built.model, checkpointed_names(built, options.config.checkpoint_modules), kCheckpointModulesKey));
   if (options.resume) trainer->load_full_state(ctx, options.resume->full);
 
   const int64_t first_step = options.resume ? options.resume->manifest.step : 0;
