@@ -182,7 +182,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, const 
   check_nccl(ncclCommCount(group, &group_world), what + ": ncclCommCount");
   check_nccl(ncclCommUserRank(group, &group_rank), what + ": ncclCommUserRank");
   const std::string name = "group " + std::to_string(color) + " (" + std::to_string(group_world) +
-                           " ranks, with world rank " + std::to_string(world_rank_) + ")";
+                           (group_world == 1 ? " rank" : " ranks") + ", with world rank " +
+                           std::to_string(world_rank_) + ")";
   // The constructor owns `group` from here on, and aborts it if it throws.
   return std::make_unique<NcclCommunicator>(group, group_rank, group_world, context_, timeout_seconds_, name,
                                             world_rank_);

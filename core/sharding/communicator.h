@@ -52,7 +52,10 @@
 //     unspecified);
 //   - the shared argument check sees the group's rank and world (a root is a group rank);
 //   - group_name() names it in errors, "group <color> (ranks 0,2)" with the ranks of the
-//     outermost (world) communicator, so that a mismatch inside a group says which ranks diverged.
+//     outermost (world) communicator in group-rank order, so that a mismatch inside a group says
+//     which ranks diverged (NCCL, which cannot list the members cheaply, names the group's size
+//     and this rank's world rank instead).
+// The symmetric replay does not offer groups yet (its split throws InputError).
 // The parent stays usable; a group communicator must not outlive its parent's backend (the
 // simulated world, the MPI session, the NCCL communicator it was split from).
 //
