@@ -12,15 +12,6 @@
 
 namespace zero3 {
 
-namespace {
-
-std::string where(const CollectiveCall& call, int64_t sequence) {
-  return std::string(collective_op_name(call.signature.op)) + " #" + std::to_string(sequence) + " (" +
-         describe(*call.site) + ")";
-}
-
-}  // namespace
-
 std::string describe(const CollectiveCall& call) {
   return describe(call.signature) + (call.meta ? " meta" : "") + " at " + describe(*call.site);
 }
@@ -29,8 +20,49 @@ CollectiveMatcher::CollectiveMatcher(const RankGroups& groups, FiberScheduler& s
                                      Recorder& recorder, const HardwareProfile& hardware, double jitter_fraction)
     : groups_(groups), world_(groups.world()), tasks_(groups.tasks()), scheduler_(scheduler), faults_(faults),
       recorder_(recorder), hardware_(hardware), jitter_fraction_(jitter_fraction),
-      task_states_(static_cast<size_t>(tasks_)), in_flight_(static_cast<size_t>(tasks_)) {
+      task_states_(static_cast<size_t>(tasks_)), in_flight_(static_cast<size_t>(tasks_)),
+      stream_free_s_(static_cast<size_t>(tasks_), 0.0) {
   ZERO3_CHECK(jitter_fraction >= 0.0, "matcher with jitter " + std::to_string(jitter_fraction));
+  CommGroup world{.key = "world", .name = "world", .tasks = {}, .next_sequence = {}};
+  for (int task = 0; task < tasks_; ++task) world.tasks.push_back(task);
+  world.next_sequence.assign(static_cast<size_t>(tasks_), 0);
+  comm_groups_.push_back(std::move(world));
+  group_by_key_.emplace("world", 0);
+}
+
+int CollectiveMatcher::register_group(const std::string& key, const std::vector<int>& tasks, const std::string& name) {
+  ZERO3_CHECK(!shares_tasks(), "group " + name + " in a world whose tasks stand for several ranks");
+  const auto [found, inserted] = group_by_key_.try_emplace(key, static_cast<int>(comm_groups_.size()));
+  if (!inserted) {
+    // Every member computes the membership from the same exchanged colors and keys.
+    ZERO3_CHECK(comm_group(found->second).tasks == tasks, "group " + key + " registered with different members");
+    return found->second;
+  }
+  for (int task : tasks) ZERO3_CHECK(task >= 0 && task < tasks_, "group " + name + " with task " + std::to_string(task));
+  CommGroup made{.key = key, .name = name, .tasks = tasks,
+                 .next_sequence = std::vector<int64_t>(static_cast<size_t>(tasks_), -1)};
+  for (int task : tasks) made.next_sequence[static_cast<size_t>(task)] = 0;
+  comm_groups_.push_back(std::move(made));
+  return found->second;
+}
+
+const CollectiveMatcher::CommGroup& CollectiveMatcher::comm_group(int group) const {
+  ZERO3_CHECK(group >= 0 && static_cast<size_t>(group) < comm_groups_.size(),
+              "group " + std::to_string(group) + " of " + std::to_string(comm_groups_.size()));
+  return comm_groups_[static_cast<size_t>(group)];
+}
+
+int CollectiveMatcher::group_size(int group) const {
+  return group == 0 ? world_ : static_cast<int>(comm_group(group).tasks.size());
+}
+
+std::string CollectiveMatcher::in_group(int group) const {
+  return group == 0 ? std::string() : " in " + comm_group(group).name;
+}
+
+std::string CollectiveMatcher::where(int group, const CollectiveCall& call, int64_t sequence) const {
+  return std::string(collective_op_name(call.signature.op)) + " #" + std::to_string(sequence) + in_group(group) +
+         " (" + describe(*call.site) + ")";
 }
 
 CollectiveMatcher::TaskState& CollectiveMatcher::state(int task) {
@@ -73,49 +105,52 @@ void CollectiveMatcher::inject_rank_faults(int task, const std::string& site) {
   inject_rank_faults_at(task, [&] { return site; });
 }
 
-std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, CollectiveCall call) {
+std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, int group, CollectiveCall call) {
   ZERO3_CHECK(scheduler_.current() == task, "task " + std::to_string(task) + " issued a collective from task " +
                                                 std::to_string(scheduler_.current()));
   ZERO3_CHECK(call.site != nullptr, "a collective of task " + std::to_string(task) + " without a call site");
-  const int64_t sequence = state(task).next_sequence;
-  const auto call_where = [&] { return where(call, sequence); };
+  const CommGroup& members = comm_group(group);
+  const int64_t sequence = members.next_sequence[static_cast<size_t>(task)];
+  ZERO3_CHECK(sequence >= 0, "task " + std::to_string(task) + " issued on " + members.name + ", which it is no part of");
+  const auto call_where = [&] { return where(group, call, sequence); };
   const auto issuing = [&] { return "issuing " + call_where(); };
   throw_if_unusable_doing(task, issuing);
   inject_rank_faults_at(task, call_where);
   throw_if_unusable_doing(task, issuing);  // the world may have failed while the task stalled
-  check_buffers_free(task, call, sequence);
+  check_buffers_free(task, call, sequence, group);
   if (!call.meta && groups_.ranks_of(task).size() > 1) {
     throw InputError(rank_name(task) + " stands for " + std::to_string(groups_.ranks_of(task).size()) +
                      " ranks, but " + call_where() +
                      " moves data: the ranks it stands for have none, so only meta collectives are shared");
   }
 
-  std::shared_ptr<CollectiveSlot> slot = open_slot(sequence);
-  state(task).next_sequence = sequence + 1;
+  std::shared_ptr<CollectiveSlot> slot = open_slot(group, sequence);
+  comm_groups_[static_cast<size_t>(group)].next_sequence[static_cast<size_t>(task)] = sequence + 1;
   arrive(task, *slot, std::move(call));
-  if (slot->arrived_count == tasks_) {
+  if (slot->arrived_count == static_cast<int>(comm_group(group).tasks.size())) {
     match(*slot);
     // A mismatch fails the world.
     const CollectiveCall& arrived = slot->arrivals[static_cast<size_t>(task)].call;
-    throw_if_unusable_doing(task, [&] { return "issuing " + where(arrived, sequence); });
+    throw_if_unusable_doing(task, [&] { return "issuing " + where(group, arrived, sequence); });
   }
   return slot;
 }
 
-std::shared_ptr<CollectiveSlot> CollectiveMatcher::open_slot(int64_t sequence) {
-  std::shared_ptr<CollectiveSlot>& entry = open_[sequence];
+std::shared_ptr<CollectiveSlot> CollectiveMatcher::open_slot(int group, int64_t sequence) {
+  std::shared_ptr<CollectiveSlot>& entry = open_[{group, sequence}];
   if (!entry) {
     entry = std::make_shared<CollectiveSlot>();
+    entry->group = group;
     entry->sequence = sequence;
     entry->arrivals.resize(static_cast<size_t>(tasks_));
   }
   return entry;
 }
 
-void CollectiveMatcher::check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const {
+void CollectiveMatcher::check_buffers_free(int task, const CollectiveCall& call, int64_t sequence, int group) const {
   const InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(task)];
   const auto hazard = [&](const char* access, const Tensor& tensor, const InFlightUse& use) {
-    throw CorrectnessError(rank_name(task) + ": " + where(call, sequence) + " " + access + " " +
+    throw CorrectnessError(rank_name(task) + ": " + where(group, call, sequence) + " " + access + " " +
                            describe(tensor) + ", which is " + describe(use) +
                            " still in flight; wait() on that collective first (completions may be reordered)");
   };
@@ -144,12 +179,18 @@ void CollectiveMatcher::arrive(int task, CollectiveSlot& slot, CollectiveCall ca
     }
   }
   InFlightBuffers& in_flight = in_flight_[static_cast<size_t>(task)];
-  if (call.input.defined()) in_flight.add(call.input, {slot.sequence, call.signature.op, call.site, false});
-  if (call.output.defined()) in_flight.add(call.output, {slot.sequence, call.signature.op, call.site, true});
+  const std::string* group_name = slot.group == 0 ? nullptr : &comm_group(slot.group).name;
+  if (call.input.defined()) {
+    in_flight.add(call.input, {slot.sequence, call.signature.op, call.site, false, slot.group, group_name});
+  }
+  if (call.output.defined()) {
+    in_flight.add(call.output, {slot.sequence, call.signature.op, call.site, true, slot.group, group_name});
+  }
   arrival.call = std::move(call);
   arrival.arrived = true;
   ++slot.arrived_count;
-  ZERO3_CHECK(slot.arrived_count <= tasks_, "more arrivals than tasks at #" + std::to_string(slot.sequence));
+  ZERO3_CHECK(slot.arrived_count <= static_cast<int>(comm_group(slot.group).tasks.size()),
+              "more arrivals than parties at #" + std::to_string(slot.sequence) + in_group(slot.group));
 }
 
 bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
@@ -171,62 +212,72 @@ bool CollectiveMatcher::calls_agree(const CollectiveSlot& slot) const {
 }
 
 void CollectiveMatcher::match(CollectiveSlot& slot) {
-  ZERO3_CHECK(slot.arrived_count == tasks_ && !slot.matched, "match of #" + std::to_string(slot.sequence));
+  const std::vector<int>& parties = comm_group(slot.group).tasks;
+  ZERO3_CHECK(slot.arrived_count == static_cast<int>(parties.size()) && !slot.matched,
+              "match of #" + std::to_string(slot.sequence) + in_group(slot.group));
   if (!calls_agree(slot)) {
     fail(FailureKind::mismatch, mismatch_report(slot), -1);
     return;
   }
-  const CollectiveCall& call = slot.arrivals[0].call;
-  const int64_t bytes = collective_buffer_bytes(call.signature, world_);
+  const CollectiveCall& call = slot.arrivals[static_cast<size_t>(parties.front())].call;
+  const int size = group_size(slot.group);
+  const int64_t bytes = collective_buffer_bytes(call.signature, size);
   const double jitter = 1.0 + jitter_fraction_ * scheduler_.schedule_rng().next_uniform();
-  double duration_s = collective_time_s(hardware_, call.signature.op, bytes, world_) * jitter;
-  const auto site = [&] { return where(call, slot.sequence); };
+  double duration_s = collective_time_s(hardware_, call.signature.op, bytes, size) * jitter;
+  const auto site = [&] { return where(slot.group, call, slot.sequence); };
   if (faults_.fire(FaultKind::late, -1, site)) duration_s += faults_.draw_delay_s();
-  double start_s = stream_free_s_;
-  for (const CollectiveSlot::Arrival& arrival : slot.arrivals) start_s = std::max(start_s, arrival.issue_s);
-  stream_free_s_ = start_s + duration_s;
-  double end_s = stream_free_s_;
+  double start_s = 0.0;
+  for (int task : parties) {
+    start_s = std::max({start_s, stream_free_s_[static_cast<size_t>(task)],
+                        slot.arrivals[static_cast<size_t>(task)].issue_s});
+  }
+  for (int task : parties) stream_free_s_[static_cast<size_t>(task)] = start_s + duration_s;
+  double end_s = start_s + duration_s;
   // A reordered completion is held back without holding the stream, so later collectives overtake it.
   if (faults_.fire(FaultKind::reorder, -1, site)) end_s += faults_.draw_delay_s();
   slot.start_s = start_s;
   slot.end_s = end_s;
   slot.matched = true;
-  // The slot stays in open_ until it completes; capturing only its sequence keeps the callback
-  // small enough for std::function to hold without allocating.
-  const int64_t sequence = slot.sequence;
-  scheduler_.at(end_s, [this, sequence] { complete(sequence); });
+  // The slot stays in open_ until it completes (only complete() erases it); capturing only its
+  // address keeps the callback small enough for std::function to hold without allocating.
+  CollectiveSlot* const pending = &slot;
+  scheduler_.at(end_s, [this, pending] { complete(pending); });
 }
 
-void CollectiveMatcher::complete(int64_t sequence) {
+void CollectiveMatcher::complete(CollectiveSlot* pending) {
   // A failed world already gave every waiter its error; its pending collectives never complete.
   if (failure_) return;
-  const auto found = open_.find(sequence);
-  ZERO3_CHECK(found != open_.end(), "completion of #" + std::to_string(sequence) + ", which is not open");
+  const auto found = open_.find({pending->group, pending->sequence});
+  ZERO3_CHECK(found != open_.end() && found->second.get() == pending,
+              "completion of #" + std::to_string(pending->sequence) + ", which is not open");
   const std::shared_ptr<CollectiveSlot> held = found->second;
   CollectiveSlot& slot = *held;
   ZERO3_CHECK(slot.matched && !slot.completed, "completion of #" + std::to_string(slot.sequence));
-  if (!slot.arrivals[0].call.meta) move_data(slot);
+  const std::vector<int>& parties = comm_group(slot.group).tasks;
+  if (!slot.arrivals[static_cast<size_t>(parties.front())].call.meta) move_data(slot);
   slot.completed = true;
-  for (int task = 0; task < tasks_; ++task) {
-    in_flight_[static_cast<size_t>(task)].remove(slot.sequence);
+  for (int task : parties) {
+    in_flight_[static_cast<size_t>(task)].remove(slot.sequence, slot.group);
     record_completion(task, slot);
   }
   // Completed: the buffers are the ranks' again, and the slot keeps only its times.
   slot.arrivals.clear();
   slot.arrivals.shrink_to_fit();
   open_.erase(found);
-  for (int task = 0; task < tasks_; ++task) {
-    if (state(task).blocked_on == slot.sequence) wake(task, slot.end_s);
+  for (int task : parties) {
+    if (state(task).blocked_on == &slot) wake(task, slot.end_s);
   }
 }
 
 void CollectiveMatcher::move_data(CollectiveSlot& slot) {
-  // Only tasks of one rank each move data (arrive() refuses the others), so tasks are ranks here.
+  // Only tasks of one rank each move data (arrive() refuses the others), so tasks are ranks here,
+  // and the group's parties in group-rank order are the collective's ranks 0 .. size-1.
   // The pointer lists are members, reused so that a collective allocates nothing to move its data.
-  data_inputs_.assign(static_cast<size_t>(world_), nullptr);
-  data_outputs_.assign(static_cast<size_t>(world_), nullptr);
+  const std::vector<int>& parties = comm_group(slot.group).tasks;
+  data_inputs_.assign(parties.size(), nullptr);
+  data_outputs_.assign(parties.size(), nullptr);
   for (size_t rank = 0; rank < data_inputs_.size(); ++rank) {
-    CollectiveSlot::Arrival& arrival = slot.arrivals[rank];
+    CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(parties[rank])];
     if (arrival.input_copied) {
       data_inputs_[rank] = arrival.input_copy.data();
     } else if (arrival.call.input.defined()) {
@@ -234,7 +285,7 @@ void CollectiveMatcher::move_data(CollectiveSlot& slot) {
     }
     if (arrival.call.output.defined()) data_outputs_[rank] = arrival.call.output.device_bytes();
   }
-  move_collective_data(slot.arrivals[0].call.signature, data_inputs_, data_outputs_);
+  move_collective_data(slot.arrivals[static_cast<size_t>(parties.front())].call.signature, data_inputs_, data_outputs_);
 }
 
 void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) {
@@ -242,7 +293,7 @@ void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) 
   const CollectiveCall& call = arrival.call;
   recorder_.record_collective(task, CollectiveEvent{.sequence = slot.sequence,
                                                     .signature = call.signature,
-                                                    .bytes = collective_buffer_bytes(call.signature, world_),
+                                                    .bytes = collective_buffer_bytes(call.signature, group_size(slot.group)),
                                                     .meta = call.meta,
                                                     .site = call.site,
                                                     .issue_s = arrival.issue_s,
@@ -250,7 +301,7 @@ void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) 
                                                     .end_s = slot.end_s});
   std::vector<CompletedCollective>& last = state(task).last_completed;
   if (last.size() == 2) last.erase(last.begin());
-  last.push_back(CompletedCollective{slot.sequence, call.signature.op, call.site});
+  last.push_back(CompletedCollective{slot.group, slot.sequence, call.signature.op, call.site});
 }
 
 void CollectiveMatcher::wait(int task, CollectiveSlot& slot) {
@@ -258,13 +309,13 @@ void CollectiveMatcher::wait(int task, CollectiveSlot& slot) {
                                                 std::to_string(scheduler_.current()));
   while (!slot.completed) {
     throw_if_unusable_doing(task, [&] {
-      return "waiting in " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
+      return "waiting in " + where(slot.group, slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
     });
-    state(task).blocked_on = slot.sequence;
+    state(task).blocked_on = &slot;
     scheduler_.block();
-    ZERO3_CHECK(state(task).blocked_on == -1, "task " + std::to_string(task) + " resumed while still blocked");
+    ZERO3_CHECK(state(task).blocked_on == nullptr, "task " + std::to_string(task) + " resumed while still blocked");
   }
-  if (state(task).crashed) throw_if_crashed(task, "waiting in #" + std::to_string(slot.sequence));
+  if (state(task).crashed) throw_if_crashed(task, "waiting in #" + std::to_string(slot.sequence) + in_group(slot.group));
   // The compute stream waits for the comm stream: the task's clock moves to the completion.
   const double now_s = scheduler_.now_s(task);
   if (now_s < slot.end_s) scheduler_.advance(task, slot.end_s - now_s);
@@ -275,12 +326,12 @@ bool CollectiveMatcher::poll(int task, CollectiveSlot& slot) {
                                                 std::to_string(scheduler_.current()));
   if (!slot.completed) {
     throw_if_unusable_doing(task, [&] {
-      return "polling " + where(slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
+      return "polling " + where(slot.group, slot.arrivals[static_cast<size_t>(task)].call, slot.sequence);
     });
     // Parked as waiting in the slot (deadlock reports name it) until anything else happens.
-    state(task).blocked_on = slot.sequence;
+    state(task).blocked_on = &slot;
     scheduler_.wait_for_progress();
-    state(task).blocked_on = -1;
+    state(task).blocked_on = nullptr;
   }
   if (!slot.completed) return false;
   wait(task, slot);  // completed: only moves the clock
@@ -296,7 +347,7 @@ void CollectiveMatcher::drain(int task) {
 }
 
 void CollectiveMatcher::rank_exited(int task) {
-  ZERO3_CHECK(state(task).blocked_on == -1, "task " + std::to_string(task) + " exited while blocked");
+  ZERO3_CHECK(state(task).blocked_on == nullptr, "task " + std::to_string(task) + " exited while blocked");
   state(task).exited = true;
 }
 
@@ -328,7 +379,7 @@ void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_ra
   failure_ = Failure{kind, std::move(report), failed_rank};
   poison_blocking_outputs();
   for (int task = 0; task < tasks_; ++task) {
-    if (state(task).blocked_on >= 0) wake(task, scheduler_.now_s(task));
+    if (state(task).blocked_on != nullptr) wake(task, scheduler_.now_s(task));
   }
   ZERO3_CHECK(failure_.has_value(), "failure recorded");
 }
@@ -347,8 +398,8 @@ void CollectiveMatcher::poison_blocking_outputs() {
 }
 
 void CollectiveMatcher::wake(int task, double time_s) {
-  ZERO3_CHECK(state(task).blocked_on >= 0, "wake of task " + std::to_string(task) + " that waits on nothing");
-  state(task).blocked_on = -1;
+  ZERO3_CHECK(state(task).blocked_on != nullptr, "wake of task " + std::to_string(task) + " that waits on nothing");
+  state(task).blocked_on = nullptr;
   // A polling task may already be queued by the scheduler's progress wake-up.
   if (scheduler_.blocked(task)) scheduler_.wake(task, time_s);
 }

@@ -20,12 +20,22 @@
 // task has issued it, sized and timed at the full world, and reports still list every rank. A
 // task standing for more than one rank may issue meta collectives only: the ranks it stands for
 // have no data of their own to move.
+//
+// Groups (Communicator::split): collectives are matched per group. Group 0 is the world, every
+// task a party; a split registers a group of its tasks in group-rank order, and the k-th
+// collective of a group is matched among those tasks only, sized and timed at the group's size,
+// its data moved in group-rank order. Reports of a group's collectives name the group and its
+// ranks. Each task has one comm stream: a collective starts once the streams of all its parties
+// are free, so disjoint groups overlap and a task's collectives stay in issue order. Groups are
+// offered only when every rank is a task of its own.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/sharding/communicator.h"
@@ -55,6 +65,7 @@ struct CollectiveCall {
 std::string describe(const CollectiveCall& call);  // "all_gather f32 count=4 at module 'h.0' step 1"
 
 struct CollectiveSlot {
+  int group = 0;  // the communicator group it was issued on (0: the world)
   struct Arrival {
     bool arrived = false;
     CollectiveCall call;
@@ -76,8 +87,16 @@ class CollectiveMatcher {
   CollectiveMatcher(const RankGroups& groups, FiberScheduler& scheduler, FaultInjector& faults, Recorder& recorder,
                     const HardwareProfile& hardware, double jitter_fraction);
 
-  // From task `task`. Registers the call as collective #k of that task and returns its slot.
-  std::shared_ptr<CollectiveSlot> issue(int task, CollectiveCall call);
+  // From task `task`. Registers the call as collective #k of that task in `group` and returns its slot.
+  std::shared_ptr<CollectiveSlot> issue(int task, int group, CollectiveCall call);
+  // The id of the group `key` (the same on every rank that asks with the same key) over `tasks`,
+  // in group-rank order; the first rank to ask registers it. `name` is what reports call it.
+  int register_group(const std::string& key, const std::vector<int>& tasks, const std::string& name);
+  const std::string& group_name(int group) const { return comm_group(group).name; }
+  // The group's tasks in group-rank order (the world's: every task).
+  const std::vector<int>& group_tasks(int group) const { return comm_group(group).tasks; }
+  // Whether a task stands for several ranks (then there are no groups).
+  bool shares_tasks() const { return !groups_.every_rank_alone(); }
   // Blocks the task until the slot completes; throws the world's failure instead.
   void wait(int task, CollectiveSlot& slot);
   // True once completed; otherwise lets the other tasks make progress first and answers again.
@@ -107,19 +126,32 @@ class CollectiveMatcher {
   };
   // What a deadlock report says about a completed collective; formatted only when one is made.
   struct CompletedCollective {
+    int group = 0;
     int64_t sequence = 0;
     CollectiveOp op = CollectiveOp::barrier;
     std::shared_ptr<const CallSite> site;
   };
   struct TaskState {
-    int64_t next_sequence = 0;
-    int64_t blocked_on = -1;  // sequence of the collective the task waits in
+    const CollectiveSlot* blocked_on = nullptr;  // the collective the task waits in (held by open_)
     bool exited = false;
     bool failed = false;
     bool crashed = false;
     std::vector<CompletedCollective> last_completed;  // the two most recent, oldest first
   };
-  static std::string describe_completed(const CompletedCollective& completed);
+  // A group of tasks that match collectives among themselves.
+  struct CommGroup {
+    std::string key;
+    std::string name;
+    std::vector<int> tasks;              // in group-rank order
+    std::vector<int64_t> next_sequence;  // by task; -1 for the tasks outside the group
+  };
+  const CommGroup& comm_group(int group) const;
+  // Ranks a group's collective spans (for sizes and times): the world's ranks for group 0.
+  int group_size(int group) const;
+  // "" for the world, " in group 1 (ranks 0,2)" for a group: what messages add after "#k".
+  std::string in_group(int group) const;
+  std::string where(int group, const CollectiveCall& call, int64_t sequence) const;
+  std::string describe_completed(const CompletedCollective& completed) const;
   std::string last_completed_text(int task) const;
 
   // The error checks of the hot path take the text of what the task was doing as a function, so
@@ -130,11 +162,11 @@ class CollectiveMatcher {
   void inject_rank_faults_at(int task, SiteFn&& site);
   bool usable(int task) const;
   void throw_if_unusable(int task, const std::string& doing) const;
-  std::shared_ptr<CollectiveSlot> open_slot(int64_t sequence);
-  void check_buffers_free(int task, const CollectiveCall& call, int64_t sequence) const;
+  std::shared_ptr<CollectiveSlot> open_slot(int group, int64_t sequence);
+  void check_buffers_free(int task, const CollectiveCall& call, int64_t sequence, int group) const;
   void arrive(int task, CollectiveSlot& slot, CollectiveCall call);
   void match(CollectiveSlot& slot);
-  void complete(int64_t sequence);
+  void complete(CollectiveSlot* pending);
   void move_data(CollectiveSlot& slot);
   void record_completion(int task, const CollectiveSlot& slot);
   void fail(FailureKind kind, std::string report, int failed_rank);
@@ -159,10 +191,13 @@ class CollectiveMatcher {
   double jitter_fraction_;
   std::vector<TaskState> task_states_;
   std::vector<InFlightBuffers> in_flight_;  // by task
-  std::map<int64_t, std::shared_ptr<CollectiveSlot>> open_;  // issued by some rank, not completed
+  std::deque<CommGroup> comm_groups_;  // 0: the world; a deque, so names stay put (InFlightUse)
+  std::map<std::string, int> group_by_key_;
+  // Issued by some rank, not completed, by (group, sequence).
+  std::map<std::pair<int, int64_t>, std::shared_ptr<CollectiveSlot>> open_;
   std::vector<const void*> data_inputs_;  // move_data's pointer lists, by rank
   std::vector<void*> data_outputs_;
-  double stream_free_s_ = 0.0;  // every collective spans all ranks, so one comm stream orders them
+  std::vector<double> stream_free_s_;  // by task: when its comm stream is free
   std::optional<Failure> failure_;
 };
 

@@ -2,6 +2,7 @@
 // grouped ("ranks 0-6: ...") so that a 1024-rank report stays readable.
 #include "sim/collective_matcher.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -29,9 +30,9 @@ std::string grouped_lines(const std::vector<std::string>& line_by_rank) {
 
 }  // namespace
 
-std::string CollectiveMatcher::describe_completed(const CompletedCollective& completed) {
-  return "#" + std::to_string(completed.sequence) + " " + collective_op_name(completed.op) + " (" +
-         describe(*completed.site) + ")";
+std::string CollectiveMatcher::describe_completed(const CompletedCollective& completed) const {
+  return "#" + std::to_string(completed.sequence) + in_group(completed.group) + " " +
+         collective_op_name(completed.op) + " (" + describe(*completed.site) + ")";
 }
 
 std::string CollectiveMatcher::last_completed_text(int task) const {
@@ -45,10 +46,10 @@ std::string CollectiveMatcher::last_completed_text(int task) const {
 std::string CollectiveMatcher::task_state(int task) const {
   const TaskState& status = state(task);
   std::string text;
-  if (status.blocked_on >= 0) {
-    const CollectiveSlot& slot = *open_.at(status.blocked_on);
+  if (status.blocked_on != nullptr) {
+    const CollectiveSlot& slot = *status.blocked_on;
     const CollectiveCall& call = slot.arrivals[static_cast<size_t>(task)].call;
-    text = "waits in #" + std::to_string(slot.sequence) + ": " + describe(call);
+    text = "waits in #" + std::to_string(slot.sequence) + in_group(slot.group) + ": " + describe(call);
   } else if (status.crashed) {
     text = "crashed";
   } else if (status.failed) {
@@ -62,27 +63,45 @@ std::string CollectiveMatcher::task_state(int task) const {
 }
 
 std::string CollectiveMatcher::mismatch_report(const CollectiveSlot& slot) const {
+  // Only the group's ranks are parties; the others' lines stay empty and are left out.
   std::vector<std::string> line_by_task(static_cast<size_t>(tasks_));
-  for (int task = 0; task < tasks_; ++task) {
+  for (int task : comm_group(slot.group).tasks) {
     const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
     line_by_task[static_cast<size_t>(task)] =
         arrival.arrived ? describe(arrival.call)
                         : "did not issue #" + std::to_string(slot.sequence) + ": " + task_state(task);
   }
-  return "collective mismatch at #" + std::to_string(slot.sequence) +
+  return "collective mismatch" + in_group(slot.group) + " at #" + std::to_string(slot.sequence) +
          ": the ranks issued different collectives (NCCL would hang or mix up the buffers)" +
          grouped_lines(groups_.by_rank(line_by_task));
 }
 
 std::string CollectiveMatcher::deadlock_report() const {
   ZERO3_CHECK(!open_.empty(), "a deadlock without an open collective");
-  // The lowest open collective is the one holding everything up: every rank that has not issued it
-  // can no longer do so (the scheduler found no runnable rank).
-  const CollectiveSlot& lowest = *open_.begin()->second;
+  // The lowest open collective that some party has not issued (world first, then the groups in
+  // order of their creation) is the one holding everything up: every rank that has not issued it
+  // can no longer do so (the scheduler found no runnable rank). Every open collective has all its
+  // parties only if none can be missing, which a stuck world rules out; the first is the fallback.
+  const CollectiveSlot* waiting = open_.begin()->second.get();
+  for (const auto& [key, slot] : open_) {
+    if (slot->arrived_count < static_cast<int>(comm_group(slot->group).tasks.size())) {
+      waiting = slot.get();
+      break;
+    }
+  }
+  const CollectiveSlot& lowest = *waiting;
+  // The group's ranks, ascending (the world's: every rank).
+  std::vector<int> ranks;
+  if (lowest.group == 0) {
+    for (int rank = 0; rank < world_; ++rank) ranks.push_back(rank);
+  } else {
+    for (int task : comm_group(lowest.group).tasks) ranks.push_back(groups_.rank_of(task));
+    std::sort(ranks.begin(), ranks.end());
+  }
   std::vector<int> arrived;
   std::map<std::string, std::vector<int>> missing_by_state;
   const CollectiveCall* call = nullptr;
-  for (int rank = 0; rank < world_; ++rank) {
+  for (int rank : ranks) {
     const int task = groups_.task_of(rank);
     const CollectiveSlot::Arrival& arrival = lowest.arrivals[static_cast<size_t>(task)];
     if (arrival.arrived) {
@@ -98,9 +117,10 @@ std::string CollectiveMatcher::deadlock_report() const {
     missing_by_state[state_word].push_back(rank);
   }
   ZERO3_CHECK(call != nullptr, "open collective #" + std::to_string(lowest.sequence) + " without arrivals");
-  std::string headline;
-  for (const auto& [state_word, ranks] : missing_by_state) {
-    headline += (headline.empty() ? "" : " and ") + format_ranks(ranks) + " " + state_word;
+  std::string headline = lowest.group == 0 ? std::string() : "in " + comm_group(lowest.group).name + ", ";
+  const size_t headline_start = headline.size();
+  for (const auto& [state_word, missing] : missing_by_state) {
+    headline += (headline.size() == headline_start ? "" : " and ") + format_ranks(missing) + " " + state_word;
   }
   headline += " while " + format_ranks(arrived) + " wait" + (arrived.size() == 1 ? "s" : "") + " in " +
               collective_op_name(call->signature.op) + " #" + std::to_string(lowest.sequence) + " (" +

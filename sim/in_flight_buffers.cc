@@ -10,7 +10,8 @@ namespace zero3 {
 std::string describe(const InFlightUse& use) {
   ZERO3_CHECK(use.site != nullptr, "in-flight use of #" + std::to_string(use.sequence) + " without a call site");
   return std::string(use.written ? "the output" : "an input") + " of " + collective_op_name(use.op) + " #" +
-         std::to_string(use.sequence) + " (" + describe(*use.site) + ")";
+         std::to_string(use.sequence) + (use.group_name ? " in " + *use.group_name : std::string()) + " (" +
+         describe(*use.site) + ")";
 }
 
 void InFlightBuffers::add(const Tensor& tensor, InFlightUse use) {
@@ -20,8 +21,8 @@ void InFlightBuffers::add(const Tensor& tensor, InFlightUse use) {
   uses_.push_back(Entry{storage, std::move(use)});
 }
 
-void InFlightBuffers::remove(int64_t sequence) {
-  std::erase_if(uses_, [&](const Entry& entry) { return entry.use.sequence == sequence; });
+void InFlightBuffers::remove(int64_t sequence, int group) {
+  std::erase_if(uses_, [&](const Entry& entry) { return entry.use.sequence == sequence && entry.use.group == group; });
 }
 
 const InFlightUse* InFlightBuffers::lowest_use(const void* storage, bool written_only) const {

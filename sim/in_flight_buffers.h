@@ -17,16 +17,19 @@ struct InFlightUse {
   CollectiveOp op = CollectiveOp::barrier;
   std::shared_ptr<const CallSite> site{};  // the call's own, shared rather than copied per buffer
   bool written = false;  // true: the collective's output (poisoned until it completes)
+  int group = 0;         // the matcher's communicator group; sequences count per group
+  // The group's name for messages, null for the world; owned by the matcher, which outlives this.
+  const std::string* group_name = nullptr;
 };
-// "the output of all_gather #3 (module 'h.0' forward step 1)"
+// "the output of all_gather #3 (module 'h.0' forward step 1)", "... #3 in group 1 (ranks 1,3) (...)"
 std::string describe(const InFlightUse& use);
 
 class InFlightBuffers {
  public:
   // Registers the storage of `tensor` (nothing for meta or undefined tensors).
   void add(const Tensor& tensor, InFlightUse use);
-  // Forgets every storage of collective `sequence` (it completed or the run was aborted).
-  void remove(int64_t sequence);
+  // Forgets every storage of collective `sequence` of `group` (it completed or the run was aborted).
+  void remove(int64_t sequence, int group = 0);
   // The in-flight collective with the lowest sequence that writes `storage`, or null.
   const InFlightUse* writer_of(const void* storage) const;
   // The in-flight collective with the lowest sequence that reads or writes `storage`, or null.

@@ -2,10 +2,14 @@
 // under comm_buffer from issue until the wait (the engine allocates them but does not account
 // them), for simulated training and replay alike, and tells an optional listener about every
 // collective as it is issued (replay releases full gradients when their reduce-scatter starts).
+// split() splits the inner communicator and wraps the group in an ObservedCommunicator of its own
+// (same allocator, same listener), so a group's buffers are counted as the world's are.
 //
 //   ObservedCommunicator comm(sim.comm(), memory, [&](CollectiveOp op, const CallSite& site) { ... });
 #pragma once
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "core/tensor/allocator.h"
 #include "core/sharding/communicator.h"
@@ -17,9 +21,16 @@ class ObservedCommunicator : public Communicator {
   using Listener = std::function<void(CollectiveOp, const CallSite&)>;
   ObservedCommunicator(Communicator& inner, Allocator& allocator, Listener listener)
       : inner_(inner), allocator_(allocator), listener_(std::move(listener)) {}
+  // Owns `inner` (a group split from another communicator).
+  ObservedCommunicator(std::unique_ptr<Communicator> inner, Allocator& allocator, Listener listener)
+      : owned_(std::move(inner)), inner_(*owned_), allocator_(allocator), listener_(std::move(listener)) {}
 
   int rank() const override { return inner_.rank(); }
   int world() const override { return inner_.world(); }
+  std::string group_name() const override { return inner_.group_name(); }
+  std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override {
+    return std::make_unique<ObservedCommunicator>(inner_.split(color, key, site), allocator_, listener_);
+  }
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
@@ -34,6 +45,7 @@ class ObservedCommunicator : public Communicator {
   std::shared_ptr<Work> observe(CollectiveOp op, const CallSite& site, int64_t buffer_bytes,
                                 const std::function<std::shared_ptr<Work>()>& issue);
 
+  std::unique_ptr<Communicator> owned_;  // declared first: inner_ may refer to it
   Communicator& inner_;
   Allocator& allocator_;
   Listener listener_;

@@ -1,6 +1,8 @@
 // Work handles over the collective matcher, after the shared argument check.
 #include "sim/sim_communicator.h"
 
+#include <algorithm>
+
 #include "core/base/errors.h"
 #include "sim/collective_matcher.h"
 
@@ -63,12 +65,45 @@ CollectiveCall SimCommunicator::barrier_call(const CallSite& site, bool blocking
 }
 
 std::shared_ptr<Work> SimCommunicator::issue_async(CollectiveCall call) {
-  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, std::move(call)));
+  return std::make_shared<SimWork>(matcher_, task_, matcher_.issue(task_, group_, std::move(call)));
 }
 
-void SimCommunicator::issue_and_wait(CollectiveCall call) {
-  const std::shared_ptr<CollectiveSlot> slot = matcher_.issue(task_, std::move(call));
+int64_t SimCommunicator::issue_and_wait(CollectiveCall call) {
+  const std::shared_ptr<CollectiveSlot> slot = matcher_.issue(task_, group_, std::move(call));
   matcher_.wait(task_, *slot);
+  return slot->sequence;
+}
+
+std::unique_ptr<Communicator> SimCommunicator::split(int color, int key, const CallSite& site) {
+  check_split(color, key, rank_, site);
+  if (matcher_.shares_tasks()) {
+    throw InputError("split on rank " + std::to_string(rank_) + " (" + describe(site) +
+                     "): this simulated world runs several ranks as one task (a shape replay's identical ranks); "
+                     "groups need every rank to be a task of its own");
+  }
+  CallSite exchange_site = site;
+  exchange_site.params.push_back("<split color, key>");
+  Tensor mine = Tensor::from_values({2}, {static_cast<float>(color), static_cast<float>(key)});
+  Tensor every = Tensor::zeros({2 * int64_t{world_}});
+  const int64_t sequence = issue_and_wait(all_gather_call(mine, every, exchange_site, true));
+  std::vector<int> colors, keys;
+  for (int rank = 0; rank < world_; ++rank) {
+    colors.push_back(static_cast<int>(every.data()[2 * rank]));
+    keys.push_back(static_cast<int>(every.data()[2 * rank + 1]));
+  }
+  // Parent ranks in group-rank order, then as the matcher's tasks (= world ranks: no shared tasks).
+  const std::vector<int> members = split_members(colors, keys, color);
+  const std::vector<int>& parent_tasks = matcher_.group_tasks(group_);
+  std::vector<int> tasks;
+  for (int parent_rank : members) tasks.push_back(parent_tasks[static_cast<size_t>(parent_rank)]);
+  const std::string name = split_group_name(color, tasks);
+  const int group = matcher_.register_group(std::to_string(group_) + "#" + std::to_string(sequence) + "/" +
+                                                std::to_string(color),
+                                            tasks, name);
+  const auto found = std::find(members.begin(), members.end(), rank_);
+  ZERO3_CHECK(found != members.end(), "rank " + std::to_string(rank_) + " missing from its own group " + name);
+  return std::make_unique<SimCommunicator>(static_cast<int>(found - members.begin()), static_cast<int>(members.size()),
+                                           task_, matcher_, group, name);
 }
 
 std::shared_ptr<Work> SimCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {

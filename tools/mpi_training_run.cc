@@ -25,6 +25,13 @@ class CrashingCommunicator final : public Communicator {
 
   int rank() const override { return inner_->rank(); }
   int world() const override { return inner_->world(); }
+  std::string group_name() const override { return inner_->group_name(); }
+  // The split itself may crash; the group's own collectives are the inner group's, without
+  // injection (the training run splits nothing today).
+  std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override {
+    maybe_crash("split", site);
+    return inner_->split(color, key, site);
+  }
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override {
     maybe_crash("all_gather", site);
     return inner_->all_gather_async(send, recv, site);

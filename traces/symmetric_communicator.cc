@@ -68,4 +68,12 @@ std::shared_ptr<Work> SymmetricCommunicator::barrier_async(const CallSite& site)
 
 void SymmetricCommunicator::synchronize() { clock_.wait_until(clock_.stream_free_s()); }
 
+std::unique_ptr<Communicator> SymmetricCommunicator::split(int color, int key, const CallSite& site) {
+  check_split(color, key, rank_, site);
+  // A group's size depends on every rank's color, and only this rank's is known here.
+  throw InputError("split on rank " + std::to_string(rank_) + " (" + describe(site) +
+                   "): the symmetric replay does not support process groups yet; expected a communicator without "
+                   "split() calls, or replay on the full simulator");
+}
+
 }  // namespace zero3

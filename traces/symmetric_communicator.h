@@ -30,6 +30,9 @@ class SymmetricCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  // Not supported yet: the representative rank knows only its own color and key, not the group's
+  // size. Throws InputError saying so (after the shared argument check).
+  std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override;
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,

@@ -1,5 +1,7 @@
 // The symmetric communicator: the cost model's times, one communication stream, waits that move
 // the compute clock, and a loud refusal to fake data movement.
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "core/base/errors.h"
@@ -58,6 +60,22 @@ TEST(SymmetricCommunicator, SynchronizeWaitsForTheStreamAndAbortFailsLaterCollec
   } catch (const PeerFailureError& error) {
     EXPECT_NE(std::string(error.what()).find("aborted the world: out of memory"), std::string::npos) << error.what();
   }
+}
+
+// Process groups are not replayed symmetrically yet: split says so, naming the rank and the call
+// site, instead of returning a group of a size it cannot know.
+TEST(SymmetricCommunicator, RefusesToSplitSayingGroupsAreNotSupportedYet) {
+  StreamClock clock(HardwareProfile{});
+  SymmetricCommunicator comm(3, 8, clock);
+  try {
+    comm.split(1, 0, {.module = "hsdp", .params = {}, .step = 0, .phase = "setup"});
+    ADD_FAILURE() << "split returned a group";
+  } catch (const InputError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("split on rank 3 (module 'hsdp' setup step 0)"), std::string::npos) << message;
+    EXPECT_NE(message.find("does not support process groups yet"), std::string::npos) << message;
+  }
+  EXPECT_EQ(comm.group_name(), "world");
 }
 
 }  // namespace

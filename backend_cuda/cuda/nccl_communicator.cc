@@ -133,8 +133,10 @@ void check_agreement(ncclComm_t comm, int rank, int world, const CudaContext& co
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, CudaContext& context, double timeout_seconds)
-    : comm_(comm), rank_(rank), world_(world), context_(context), timeout_seconds_(timeout_seconds) {
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, CudaContext& context, double timeout_seconds,
+                                   std::string group_name, int world_rank)
+    : comm_(comm), rank_(rank), world_(world), context_(context), timeout_seconds_(timeout_seconds),
+      group_name_(std::move(group_name)), world_rank_(world_rank < 0 ? rank : world_rank) {
   if (comm_ == nullptr) throw BackendError("NcclCommunicator needs an NCCL communicator, got none");
   try {
     if (!(timeout_seconds_ > 0.0)) {
@@ -159,6 +161,36 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int rank, int world, CudaCon
     static_cast<void>(ncclCommAbort(comm_));
     throw;
   }
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, const CallSite& site) {
+  check_split(color, key, rank_, site);
+  const std::string what = "rank " + std::to_string(rank_) + " of " + group_name_ + ": ncclCommSplit at " + describe(site);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+  ncclComm_t group = nullptr;
+  {
+    // NCCL forbids concurrent calls on one communicator (abort() may come from another thread).
+    const std::lock_guard lock(nccl_mutex_);
+    throw_if_aborted(what);
+    context_.make_current();
+    // nullptr config: the group inherits the parent's (blocking) configuration.
+    check_nccl(ncclCommSplit(comm_, color, key, &group, nullptr), what);
+  }
+  if (group == nullptr) throw BackendError(what + " returned no communicator for color " + std::to_string(color));
+  int group_world = 0;
+  int group_rank = 0;
+  check_nccl(ncclCommCount(group, &group_world), what + ": ncclCommCount");
+  check_nccl(ncclCommUserRank(group, &group_rank), what + ": ncclCommUserRank");
+  const std::string name = "group " + std::to_string(color) + " (" + std::to_string(group_world) +
+                           (group_world == 1 ? " rank" : " ranks") + ", with world rank " +
+                           std::to_string(world_rank_) + ")";
+  // The constructor owns `group` from here on, and aborts it if it throws.
+  return std::make_unique<NcclCommunicator>(group, group_rank, group_world, context_, timeout_seconds_, name,
+                                            world_rank_);
+#else
+  throw BackendError(what + ": ncclCommSplit is not in the NCCL headers this build used (NCCL " +
+                     std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "); expected NCCL 2.18 or later");
+#endif
 }
 
 NcclCommunicator::~NcclCommunicator() {

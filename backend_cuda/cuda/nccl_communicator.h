@@ -38,7 +38,10 @@ class NcclCommunicator final : public Communicator {
   // must be dropped before this object is. `timeout_seconds`: how long a host wait lets a
   // collective stay pending, from its issue, before it aborts the communicator (the CLI's
   // --collective-timeout). Registers the liveness check as `context`'s host-wait watchdog.
-  NcclCommunicator(ncclComm_t comm, int rank, int world, CudaContext& context, double timeout_seconds);
+  // `group_name` and `world_rank` (this rank's rank in the world communicator; -1: `rank`) are
+  // what split() passes down.
+  NcclCommunicator(ncclComm_t comm, int rank, int world, CudaContext& context, double timeout_seconds,
+                   std::string group_name = "world", int world_rank = -1);
   // Without a throw: removes its host-wait watchdog from the context, then destroys the
   // communicator when every collective has completed, and aborts it otherwise (ncclCommDestroy
   // would wait for pending collectives, possibly for ever).
@@ -48,6 +51,12 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  std::string group_name() const override { return group_name_; }
+  // ncclCommSplit of this communicator (blocking, on the host; the group shares this rank's GPU,
+  // context and streams). NCCL offers no cheap way to learn the other members' world ranks, so
+  // the group's name lists this rank only: "group 1 (2 ranks, with world rank 3)". BackendError
+  // naming ncclCommSplit when the NCCL headers built against predate it (2.18).
+  std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override;
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
@@ -101,6 +110,8 @@ class NcclCommunicator final : public Communicator {
   int world_;
   CudaContext& context_;
   double timeout_seconds_;
+  std::string group_name_;
+  int world_rank_;
   cudaEvent_t inputs_ready_ = nullptr;  // recorded on the compute stream before every collective
   float* barrier_buffer_ = nullptr;     // the barrier's one device element, always zero
   int64_t next_sequence_ = 0;

@@ -266,6 +266,20 @@ TEST_F(NcclOneGpu, BadArgumentsAreRefusedBeforeAnythingIsEnqueued) {
   EXPECT_THROW(comm.broadcast_async(send, 1, site("root outside the world")), ShapeError);
 }
 
+// ncclCommSplit on one GPU: the only split there is, a group of the one rank; it is an
+// NcclCommunicator of its own whose collectives move exact values, named by its color and rank.
+TEST_F(NcclOneGpu, ASplitIsAGroupWhoseCollectivesMoveExactValues) {
+  std::unique_ptr<Communicator> group = world_->comm->split(5, 0, site("split"));
+  ASSERT_EQ(group->world(), 1);
+  EXPECT_EQ(group->rank(), 0);
+  EXPECT_EQ(group->group_name(), "group 5 (1 rank, with world rank 0)");
+  auto* nccl_group = dynamic_cast<NcclCommunicator*>(group.get());
+  ASSERT_NE(nccl_group, nullptr);
+  const CollectiveCase c{CollectiveOp::all_reduce, ReduceOp::sum, DType::f32, 7};
+  EXPECT_EQ(run_case(*nccl_group, world_->context, c), 0) << case_name(c) << " on the group";
+  nccl_group->synchronize();
+}
+
 TEST_F(NcclOneGpu, AfterAbortEveryWaitAndCollectiveThrowsPeerFailureNamingThisRank) {
   NcclCommunicator comm(nccl_init_all(1)[0], 0, 1, world_->context, 60.0);
   Tensor buffer = Tensor::zeros({7}, DType::f32, world_->context.device());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -93,12 +94,45 @@ std::vector<const void*> blocks_of(const std::vector<std::byte>& staging, int wo
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options) : options_(options) {
+MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std::string group_name,
+                                 std::vector<int> world_ranks)
+    : options_(options), group_name_(std::move(group_name)), world_ranks_(std::move(world_ranks)) {
   if (options_.max_message_bytes < 1) throw InputError("MPI max_message_bytes must be at least 1");
   comm_ = duplicate(parent);
   second_phase_comm_ = duplicate(parent);
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(comm_, &world_), "MPI_Comm_size");
+  if (world_ranks_.empty()) {
+    for (int rank = 0; rank < world_; ++rank) world_ranks_.push_back(rank);
+  }
+  if (static_cast<int>(world_ranks_.size()) != world_) {
+    throw InputError("MPI communicator " + group_name_ + " of " + std::to_string(world_) + " ranks given " +
+                     std::to_string(world_ranks_.size()) + " world ranks; expected one per rank");
+  }
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const CallSite& site) {
+  check_split(color, key, rank_, site);
+  const std::string what = "rank " + std::to_string(rank_) + " of " + group_name_ + ": split at " + describe(site);
+  // MPI_Comm_split orders the group by (key, parent rank), the seam's order.
+  MPI_Comm group = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comm_, color, key, &group), what + ": MPI_Comm_split");
+  int group_world = 0;
+  std::vector<int> group_world_ranks;
+  try {
+    check_mpi(MPI_Comm_size(group, &group_world), what + ": MPI_Comm_size");
+    // The members' world ranks in group-rank order, for the group's name and nested splits.
+    group_world_ranks.resize(static_cast<size_t>(group_world));
+    int mine = world_ranks_[static_cast<size_t>(rank_)];
+    check_mpi(MPI_Allgather(&mine, 1, MPI_INT, group_world_ranks.data(), 1, MPI_INT, group), what + ": MPI_Allgather");
+    auto made = std::make_unique<MpiCommunicator>(group, options_, split_group_name(color, group_world_ranks),
+                                                  group_world_ranks);
+    MPI_Comm_free(&group);  // the group communicator keeps its own duplicates
+    return made;
+  } catch (...) {
+    MPI_Comm_free(&group);
+    throw;
+  }
 }
 
 MpiCommunicator::~MpiCommunicator() {

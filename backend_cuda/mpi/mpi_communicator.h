@@ -4,6 +4,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -18,13 +19,21 @@ class MpiCommunicator final : public Communicator {
  public:
   // Duplicates `parent` twice: one communicator for every collective as issued, one for the
   // second phase of all-reduces, which starts later (at completion) and so has an order of its own.
-  MpiCommunicator(MPI_Comm parent, const MpiOptions& options);
+  // `group_name` and `world_ranks` (the world rank of each rank of `parent`, empty: rank i is
+  // world rank i) are what a split passes down, for group_name() and nested splits.
+  MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std::string group_name = "world",
+                  std::vector<int> world_ranks = {});
   ~MpiCommunicator() override;
   MpiCommunicator(const MpiCommunicator&) = delete;
   MpiCommunicator& operator=(const MpiCommunicator&) = delete;
 
   int rank() const override { return rank_; }
   int world() const override { return world_; }
+  std::string group_name() const override { return group_name_; }
+  // MPI_Comm_split of this communicator, blocking: it has no timeout, so a rank that never calls
+  // it hangs the others (as MPI would) instead of failing with a LivenessError. Collectives issued
+  // before it stay pending and complete as usual; the group gets duplicates of its own.
+  std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override;
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,
@@ -52,6 +61,8 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int world_ = 1;
   MpiOptions options_;
+  std::string group_name_;
+  std::vector<int> world_ranks_;  // by rank of this communicator
   int64_t next_sequence_ = 0;
   std::deque<std::shared_ptr<MpiWork>> pending_;  // issued, not yet completed, in issue order
 };

@@ -204,6 +204,60 @@ TEST(MpiCommunicator, AWaitPastTheTimeoutIsALivenessErrorNamingTheCollective) {
             simulated_output(signature_of(CollectiveOp::all_gather, DType::f32, 2), world, rank, 2, 2 * world));
 }
 
+// split(rank % 2, world - rank): two groups (of 2 under -np 4), each in reverse rank order. The
+// group's collectives run over its members only, blocks and sums in group-rank order, exactly as
+// the simulator's data movement over the members' inputs; the parent stays usable.
+TEST(MpiCommunicator, SplitGroupsReduceAndGatherOverTheirMembersInGroupRankOrder) {
+  MpiWorld& mpi = MpiWorld::start();
+  const int world = mpi.world(), rank = mpi.rank();
+  std::unique_ptr<Communicator> comm = mpi.communicator({.max_message_bytes = 7});
+  std::unique_ptr<Communicator> group = comm->split(rank % 2, world - rank, site("split"));
+  // The members (world ranks) of this rank's color, by descending world rank: the key order.
+  std::vector<int> members;
+  for (int r = world - 1; r >= 0; --r) {
+    if (r % 2 == rank % 2) members.push_back(r);
+  }
+  ASSERT_EQ(group->world(), static_cast<int>(members.size()));
+  EXPECT_EQ(members[static_cast<size_t>(group->rank())], rank);
+  std::string expected_name = "group " + std::to_string(rank % 2) + " (rank" + (members.size() == 1 ? " " : "s ");
+  for (size_t i = 0; i < members.size(); ++i) expected_name += (i ? "," : "") + std::to_string(members[i]);
+  EXPECT_EQ(group->group_name(), expected_name + ")");
+
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const int64_t count = 13;
+    // What the simulator computes over the members' inputs, in group-rank order.
+    const auto expected = [&](CollectiveOp op, int64_t output_count) {
+      std::vector<Tensor> inputs, outputs;
+      std::vector<const void*> input_bytes;
+      std::vector<void*> output_bytes;
+      for (int member : members) {
+        inputs.push_back(input_tensor(member, count, dtype));
+        outputs.push_back(Tensor::zeros({output_count}, dtype));
+        input_bytes.push_back(inputs.back().device_bytes());
+        output_bytes.push_back(outputs.back().device_bytes());
+      }
+      move_collective_data(signature_of(op, dtype, count), input_bytes, output_bytes);
+      return bytes_of(outputs[static_cast<size_t>(group->rank())]);
+    };
+    Tensor buffer = input_tensor(rank, count, dtype);
+    group->all_reduce(buffer, ReduceOp::sum, site("group all_reduce"));
+    EXPECT_EQ(bytes_of(buffer), expected(CollectiveOp::all_reduce, count)) << dtype_name(dtype);
+    // Not the world's sum: a group that spanned every rank would give that.
+    if (members.size() < static_cast<size_t>(world)) {
+      EXPECT_NE(bytes_of(buffer), simulated_output(signature_of(CollectiveOp::all_reduce, dtype, count), world, rank,
+                                                   count, count));
+    }
+    Tensor send = input_tensor(rank, count, dtype);
+    Tensor gathered = Tensor::zeros({count * group->world()}, dtype);
+    group->all_gather(send, gathered, site("group all_gather"));
+    EXPECT_EQ(bytes_of(gathered), expected(CollectiveOp::all_gather, count * group->world())) << dtype_name(dtype);
+  }
+  Tensor whole = input_tensor(rank, 5, DType::f32);
+  comm->all_reduce(whole, ReduceOp::sum, site("world after split"));
+  EXPECT_EQ(bytes_of(whole), simulated_output(signature_of(CollectiveOp::all_reduce, DType::f32, 5), world, rank, 5, 5));
+  group->synchronize();
+}
+
 }  // namespace
 }  // namespace zero3
 

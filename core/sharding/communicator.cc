@@ -2,6 +2,8 @@
 // Communicator shares.
 #include "core/sharding/communicator.h"
 
+#include <algorithm>
+
 #include "core/base/errors.h"
 
 namespace zero3 {
@@ -113,5 +115,36 @@ CollectiveSignature check_broadcast(const Tensor& buffer, int root, int rank, in
 }
 
 CollectiveSignature barrier_signature() { return {CollectiveOp::barrier, DType::f32, 0}; }
+
+void check_split(int color, int key, int rank, const CallSite& site) {
+  // 2^24: the largest range of integers f32 holds exactly, as the simulator exchanges them.
+  constexpr int kLimit = 1 << 24;
+  const auto refuse = [&](const char* what, int value) {
+    throw InputError("split on rank " + std::to_string(rank) + " (" + describe(site) + "): " + what + " " +
+                     std::to_string(value) + " is outside the expected range 0.." + std::to_string(kLimit - 1));
+  };
+  if (color < 0 || color >= kLimit) refuse("color", color);
+  if (key < 0 || key >= kLimit) refuse("key", key);
+}
+
+std::vector<int> split_members(const std::vector<int>& colors, const std::vector<int>& keys, int color) {
+  ZERO3_CHECK(colors.size() == keys.size(), "split with " + std::to_string(colors.size()) + " colors and " +
+                                                std::to_string(keys.size()) + " keys");
+  std::vector<int> members;
+  for (size_t rank = 0; rank < colors.size(); ++rank) {
+    if (colors[rank] == color) members.push_back(static_cast<int>(rank));
+  }
+  // stable_sort keeps equal keys in parent-rank order, MPI_Comm_split's tie-break.
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return keys[static_cast<size_t>(a)] < keys[static_cast<size_t>(b)];
+  });
+  return members;
+}
+
+std::string split_group_name(int color, const std::vector<int>& world_ranks) {
+  std::string text = "group " + std::to_string(color) + " (rank" + (world_ranks.size() == 1 ? " " : "s ");
+  for (size_t i = 0; i < world_ranks.size(); ++i) text += (i ? "," : "") + std::to_string(world_ranks[i]);
+  return text + ")";
+}
 
 }  // namespace zero3

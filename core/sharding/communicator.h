@@ -36,6 +36,32 @@
 //     every rank fails with PeerFailureError naming this rank instead of hanging. A rank whose
 //     program fails calls it so that its peers stop too.
 //
+// Process groups. split(color, key, site) is a collective over the parent communicator: every rank
+// of the parent calls it, in the same place of its program (the simulator matches it like any
+// other collective). Ranks that pass the same color form one group; within it they are ordered by
+// (key, parent rank), and that order is the group's rank order: rank() of the returned
+// communicator is this rank's place in it and world() the group's size. Colors and keys are in
+// [0, 2^24) (the simulator exchanges them as exact f32 values; MPI's MPI_UNDEFINED, a negative
+// color meaning "no group", is not offered). A group communicator is a Communicator like any
+// other:
+//   - its collectives are matched per group: the k-th collective of a group is matched among the
+//     group's ranks only, so disjoint groups may run different collectives at the same time;
+//   - buffer layout and reductions are the group's: all-gather puts group rank i's block at
+//     i * count, and the simulator and MPI sum in group-rank order (group rank 0 + group rank 1
+//     + ...), so a group reduction is as deterministic as a world one (NCCL's order stays
+//     unspecified);
+//   - the shared argument check sees the group's rank and world (a root is a group rank);
+//   - group_name() names it in errors, "group <color> (ranks 0,2)" with the ranks of the
+//     outermost (world) communicator in group-rank order, so that a mismatch inside a group says
+//     which ranks diverged (NCCL, which cannot list the members cheaply, names the group's size
+//     and this rank's world rank instead).
+// The symmetric replay does not offer groups yet (its split throws InputError).
+// The parent stays usable; a group communicator must not outlive its parent's backend (the
+// simulated world, the MPI session, the NCCL communicator it was split from).
+//
+//   std::unique_ptr<Communicator> shard_group = comm.split(comm.rank() / 2, comm.rank(), site);
+//   shard_group->all_reduce(buffer, ReduceOp::sum, site);   // over the two ranks of this group
+//
 // Every call carries a CallSite saying who asked (module, parameters, step, phase); a collective
 // mismatch or deadlock report prints each rank's CallSite, so the user sees which module diverged.
 //
@@ -91,6 +117,14 @@ CollectiveSignature check_reduce_scatter(const Tensor& send, const Tensor& recv,
 CollectiveSignature check_all_reduce(const Tensor& buffer, ReduceOp op, int rank, const CallSite& site);
 CollectiveSignature check_broadcast(const Tensor& buffer, int root, int rank, int world, const CallSite& site);
 CollectiveSignature barrier_signature();
+// split()'s argument check: color and key in [0, 2^24), else InputError naming the rank, the call
+// site and the value.
+void check_split(int color, int key, int rank, const CallSite& site);
+// The ranks of a split that join `color`'s group, as parent ranks in group-rank order: by (key,
+// parent rank). `colors` and `keys` hold every parent rank's arguments, by parent rank.
+std::vector<int> split_members(const std::vector<int>& colors, const std::vector<int>& keys, int color);
+// "group 1 (ranks 1,3)": the name of a group, its ranks being world ranks (ascending or not).
+std::string split_group_name(int color, const std::vector<int>& world_ranks);
 
 // Handle of an asynchronous collective. The output buffer must not be read before wait().
 class Work {
@@ -105,6 +139,11 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int world() const = 0;
+  // "world" for a communicator over every rank, split_group_name() for a group (see above).
+  virtual std::string group_name() const { return "world"; }
+  // A communicator over this rank's group (see "Process groups" above): a collective over this
+  // communicator, which every one of its ranks calls.
+  virtual std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) = 0;
 
   // recv.numel() must be send.numel() * world().
   virtual std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) = 0;
