@@ -120,8 +120,14 @@ void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes,
   note_invalidations(module_name(module));
   invocation->start_s = clock_.now_s();
   open_.push_back(invocation);
-  // Runs last in this invocation's backward, right before its post-backward hook.
-  record_on_tape([this, invocation] { backward_end(*invocation); }, [] {});
+  // Runs last in this invocation's backward, right before its post-backward hook. In a recompute
+  // it runs first: as the tape does (recompute_checkpointed), a checkpointed invocation lets its
+  // kept output go before the range's activations, the output among them, are held again.
+  record_on_tape([this, invocation] { backward_end(*invocation); },
+                 [this, invocation] {
+                   if (invocation->kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation->kept_bytes);
+                   invocation->kept_bytes = 0;
+                 });
 }
 
 void ReplayDriver::access(int32_t module, int32_t param) {

@@ -90,6 +90,7 @@ uint64_t stream_hash(const EventStream& stream) {
       std::memcpy(&quadratic_bits, &event.flops_quadratic, sizeof quadratic_bits);
       hash.add_u64(quadratic_bits);
       hash.add_u64(static_cast<uint64_t>(event.activation_quadratic_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.output_bytes));
     }
   }
   return hash.value();
@@ -146,13 +147,15 @@ nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
     case EventKind::enter:
     case EventKind::call:
       out.push_back(module());
-      if (event.flops >= 0.0 || event.activation_bytes > 0) {
+      // Each optional field is written when it or one after it is set (the ones before as null or 0).
+      if (event.flops >= 0.0 || event.activation_bytes > 0 || event.output_bytes > 0) {
         out.push_back(event.flops >= 0.0 ? amount(event.flops, event.flops_quadratic) : nullptr);
       }
-      if (event.activation_bytes > 0) {
+      if (event.activation_bytes > 0 || event.output_bytes > 0) {
         out.push_back(amount(static_cast<double>(event.activation_bytes),
                              static_cast<double>(event.activation_quadratic_bytes)));
       }
+      if (event.output_bytes > 0) out.push_back(event.output_bytes);
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:

@@ -163,7 +163,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
   switch (event.kind) {
     case EventKind::enter:
     case EventKind::call:
-      expect_size(2, 4, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?]");
+      expect_size(2, 5, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?, OUTPUT_BYTES?]");
       event.module = module_ref(node.at(1), names, false);
       if (size > 2 && !node.at(2).json().is_null()) {
         const Amount flops = read_amount(node.at(2), 1e30);
@@ -175,6 +175,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
         event.activation_bytes = static_cast<int64_t>(bytes.linear + bytes.quadratic);
         event.activation_quadratic_bytes = static_cast<int64_t>(bytes.quadratic);
       }
+      if (size > 4) event.output_bytes = node.at(4).as_int(0, kCountMax);
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:

@@ -34,6 +34,8 @@ class RecordingHooks : public ModuleHooks {
     inner_.post_forward(ctx, module);
     // What the module's own ops keep for backward, known only now; the replay counts it from here.
     events_[open_enters_.back()].activation_bytes = ctx.tape().exited_module_activation_bytes();
+    // And what its output costs: a replay that checkpoints the module keeps that much until backward.
+    events_[open_enters_.back()].output_bytes = ctx.tape().exited_module_output_bytes();
     open_enters_.pop_back();
     push(EventKind::exit, &module);
   }
@@ -107,7 +109,8 @@ std::vector<TraceEvent> compact_calls(const std::vector<TraceEvent>& events, con
       const size_t exit_at = i + 1 + k;
       if (k == params.size() && exit_at < events.size() && events[exit_at].kind == EventKind::exit &&
           events[exit_at].module == event.module) {
-        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes});
+        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes,
+                       .output_bytes = event.output_bytes});
         i = exit_at;
         continue;
       }

@@ -24,6 +24,8 @@ void scale_event(TraceEvent& event, const Growth& growth) {
   const double quadratic_bytes = static_cast<double>(event.activation_quadratic_bytes) * growth.quadratic;
   event.activation_quadratic_bytes = std::llround(quadratic_bytes);
   event.activation_bytes = std::llround(linear_bytes * growth.tokens) + event.activation_quadratic_bytes;
+  // A module's output is one row per token.
+  event.output_bytes = std::llround(static_cast<double>(event.output_bytes) * growth.tokens);
 }
 
 void scale_amounts(Trace& trace, const Growth& growth) {
