@@ -211,7 +211,8 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   out_.compute[open_backward_spans_.back()].end_s = clock_.now_s();
   open_backward_spans_.pop_back();
   if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
-  if (invocation.kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation.kept_bytes);
+  ZERO3_CHECK(invocation.kept_bytes == 0, "the recompute of '" + module_name(invocation.module) +
+                                              "' lets its kept output go before its backward ends");
   const int64_t element_bytes = config_.bf16 ? 2 : 4;
   for (int32_t param : invocation.used_params) {
     if (!model_.param(param).requires_grad()) continue;  // frozen: no gradient

@@ -115,13 +115,13 @@ class Tape {
   // The bytes the module that just exited counted (0 unless the last entry is an exit marker):
   // read at its post-forward hook, which runs right after the exit is marked (a recorder writes them).
   int64_t exited_module_activation_bytes() const {
-    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
-    return exited ? entries_.back().marker.activation_bytes : 0;
+    const ModuleMarker* exit = exited_marker();
+    return exit ? exit->activation_bytes : 0;
   }
   // The same module's output_bytes (ModuleMarker): what checkpointing it keeps.
   int64_t exited_module_output_bytes() const {
-    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
-    return exited ? entries_.back().marker.output_bytes : 0;
+    const ModuleMarker* exit = exited_marker();
+    return exit ? exit->output_bytes : 0;
   }
   // The bytes of ops recorded outside every module (a loss on the model's output) so far.
   int64_t outside_module_activation_bytes() const { return outside_module_bytes_; }
@@ -132,6 +132,11 @@ class Tape {
   friend void backward(Context& ctx, const Var& loss);
   friend void recompute_checkpointed(Context& ctx, size_t exit_index);
   void acquire_activations(int64_t bytes, const std::string& what);
+  // The last entry's marker when it is an exit, else null.
+  const ModuleMarker* exited_marker() const {
+    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
+    return exited ? &entries_.back().marker : nullptr;
+  }
   // The output_bytes of the invocation whose range starts after entry `enter`.
   int64_t range_output_bytes(size_t enter, const Var* output) const;
   // Runs `op` again and returns the op its rerun recorded.
