@@ -18,6 +18,11 @@ RC_GTEST_PROP(CaseFile, EveryGeneratedCaseRoundTripsThroughItsCaseFile, ()) {
   const std::string file = case_file_json(original, "equivalence", "why").dump();
   const FuzzCase read = case_from_file_json(nlohmann::json::parse(file), "case.json");
   RC_ASSERT(case_file_json(read, "equivalence", "why").dump() == file);
+  // The levers come back as drawn, not as the parser's defaults.
+  RC_ASSERT(read.config.zero.stage == original.config.zero.stage);
+  RC_ASSERT(read.config.checkpoint_modules == original.config.checkpoint_modules);
+  RC_ASSERT(read.config.zero.offload_optimizer == original.config.zero.offload_optimizer);
+  RC_ASSERT(read.config.zero.offload_param == original.config.zero.offload_param);
 }
 
 RC_GTEST_PROP(CaseFile, EveryCheckpointCaseRoundTripsThroughItsCaseFile, ()) {

@@ -5,6 +5,7 @@
 
 #include "core/zero3/bug_injection.h"
 #include "core/base/json_reader.h"
+#include "core/base/text.h"
 #include "core/models/model_zoo.h"
 #include "sim/fault_plan.h"
 #include "sim/opaque_device.h"
@@ -26,7 +27,11 @@ DistributedRunOptions run_options(const FuzzCase& fuzz_case) {
 
 DistributedRunOptions reference_options(const FuzzCase& fuzz_case) {
   DistributedRunOptions options = run_options(fuzz_case);
+  // Plain DDP: none of the levers (stages, checkpointing, offload), which must not change a bit.
   options.config.zero.stage = 0;
+  options.config.zero.offload_optimizer = OffloadDevice::none;
+  options.config.zero.offload_param = OffloadDevice::none;
+  options.config.checkpoint_modules.clear();
   options.bugs = BugInjections{};
   options.faults = FaultPlan{};
   return options;
@@ -125,6 +130,12 @@ std::string describe(const FuzzCase& fuzz_case) {
   std::string text = std::to_string(size.layers) + " layers, " + std::to_string(size.elements) + " elements, W=" +
                      std::to_string(fuzz_case.world) + ", " + std::to_string(fuzz_case.steps) + " steps, gas " +
                      std::to_string(fuzz_case.config.gradient_accumulation_steps);
+  const TrainConfig& config = fuzz_case.config;
+  // The levers, where they are on: a shrunk counterexample keeps only those its failure needs.
+  if (config.zero.stage != 3) text += ", stage " + std::to_string(config.zero.stage);
+  if (!config.checkpoint_modules.empty()) text += ", checkpointing [" + join_words(config.checkpoint_modules) + "]";
+  if (config.zero.offload_optimizer != OffloadDevice::none) text += ", optimizer offloaded";
+  if (config.zero.offload_param != OffloadDevice::none) text += ", parameters offloaded";
   if (fuzz_case.faults != "none") text += ", faults " + fuzz_case.faults;
   if (fuzz_case.device != Device::cpu) text += ", on " + device_name(fuzz_case.device);
   if (fuzz_case.checkpoint.save_at_step > 0) {

@@ -43,7 +43,8 @@ struct FuzzCase {
 // The ZeRO-3 run of the case: its config, bugs and faults as given (no checkpoint: the checkpoint
 // property sets the save and load fields itself).
 DistributedRunOptions run_options(const FuzzCase& fuzz_case);
-// The DDP reference for the case: the same model, seed, world and data, stage 0, no bugs, no faults.
+// The DDP reference for the case: the same model, seed, world and data, stage 0, nothing
+// checkpointed or offloaded, no bugs, no faults.
 DistributedRunOptions reference_options(const FuzzCase& fuzz_case);
 
 // {"zero3_trace": 1, "source": "fuzz", "model_spec": ..., "run": {...}, "expected": {...}};
@@ -59,7 +60,8 @@ struct CaseSize {
   int64_t elements = 0;  // parameter elements of the model
 };
 CaseSize case_size(const FuzzCase& fuzz_case);
-// "4 layers, 37 elements, W=3, 2 steps, gas 1"
+// "4 layers, 37 elements, W=3, 2 steps, gas 1", then the levers and faults that are on ("stage 2,
+// checkpointing [residual], optimizer offloaded, faults late")
 std::string describe(const FuzzCase& fuzz_case);
 
 // RapidCheck prints counterexamples with showValue: the case as one line of JSON.

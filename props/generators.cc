@@ -85,6 +85,21 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
   });
 }
 
+// The stage, offloads and checkpointed modules (ConfigOptions::levers), each drawn off most of the
+// time and shrinking toward off, so that a counterexample keeps a lever only when it needs it.
+void draw_levers(const ModelFacts& facts, TrainConfig& config) {
+  ZeroConfig& zero = config.zero;
+  // Stage 3 first: the sharded path has the most to get wrong, and what a lever shrinks to.
+  zero.stage = *gen_weighted_element<int>({{6, 3}, {1, 1}, {1, 2}});
+  config.checkpoint_modules = *gen_checkpoint_modules(facts);
+  zero.offload_optimizer = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
+  // DeepSpeed (and check_lever_combinations) refuse parameter offload below stage 3: stages 1 and 2
+  // keep every parameter whole on the device.
+  if (zero.stage == 3) {
+    zero.offload_param = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
+  }
+}
+
 rc::Gen<uint64_t> gen_seed() {
   return rc::gen::noShrink(
       rc::gen::map(gen_uniform(0, 1'000'000'000), [](int64_t seed) { return static_cast<uint64_t>(seed); }));
@@ -178,7 +193,25 @@ rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptio
     zero.reduce_bucket_elements = std::max<int64_t>(1, *gen_element_limit(facts));
     zero.overlap_comm = *rc::gen::element(true, false);
     zero.leaf_modules = *gen_leaf_modules(facts, options);
+    if (options.levers) draw_levers(facts, config);
     return config;
+  });
+}
+
+rc::Gen<std::vector<std::string>> gen_checkpoint_modules(const ModelFacts& facts) {
+  return rc::gen::exec([=] {
+    std::vector<std::string> modules;
+    if (facts.checkpoint_candidates.empty() || !*gen_weighted_element<bool>({{3, false}, {1, true}})) return modules;
+    const int64_t count = *gen_weighted_element<int64_t>({{3, 1}, {1, 2}});
+    for (int64_t i = 0; i < count; ++i) {
+      // A container's recompute fires the forward hooks of the modules inside it, so ZeRO-3
+      // gathers them again in backward; any other module's recompute only runs its own ops again.
+      const bool container = !facts.leaf_candidates.empty() && *rc::gen::element(true, false);
+      const std::string module =
+          *rc::gen::elementOf(container ? facts.leaf_candidates : facts.checkpoint_candidates);
+      if (std::find(modules.begin(), modules.end(), module) == modules.end()) modules.push_back(module);
+    }
+    return modules;
   });
 }
 
@@ -234,7 +267,7 @@ rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits) {
     fuzz_case.world = *gen_world(limits.max_ranks);
     fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = false, .raw_foreign = true, .require_moe = false});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
-    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false, .levers = false});
     fuzz_case.config.zero.leaf_modules.clear();
     fuzz_case.seed = *gen_seed();
     fuzz_case.steps = *gen_steps();

@@ -76,8 +76,16 @@ rc::Gen<int64_t> gen_element_limit(const ModelFacts& facts);
 // What the config may hold beyond the always-varied knobs.
 struct ConfigOptions {
   bool require_moe_leaf = false;  // MoE layers must be leaves (SPMD on W > 1)
+  // The memory levers: ZeRO stage 1 or 2 (3 most of the time), activation checkpointing of the
+  // model's modules, offload_optimizer (stage >= 1) and offload_param (stage 3). Each shrinks toward
+  // off (stage 3, nothing checkpointed, nothing offloaded). Off: the config keeps those defaults.
+  bool levers = true;
 };
 rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptions& options);
+// checkpoint_modules for the model: none three times in four, else one or two of its module types
+// and dotted names, half of them containers with parameters below (whose recompute gathers the
+// modules inside them again).
+rc::Gen<std::vector<std::string>> gen_checkpoint_modules(const ModelFacts& facts);
 // FaultPlan text. Benign faults (late, reorder, stall) only delay; destructive ones (crash, alloc)
 // must end in a specific error.
 rc::Gen<std::string> gen_fault_plan(bool destructive);
@@ -89,7 +97,7 @@ rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits);
 // leaf policy, destructive faults.
 rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits);
 // Raw handles to other layers' parameters in otherwise plain SPMD models (no MoE, no leaf modules,
-// no faults): whether a run fails silently depends on the placeholder policy alone.
+// no memory levers, no faults): whether a run fails silently depends on the placeholder policy alone.
 rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
 // Rank-divergent: W >= 2, at least one MoE, no leaf modules.
 rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);

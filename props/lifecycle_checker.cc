@@ -16,10 +16,14 @@ std::string step_text(int64_t step) { return " at step " + std::to_string(step);
 // Budgets under which the engine's rule (zero3_engine.cc prefetch_after) must prefetch something
 // once the trace is known: nothing in the configuration can stop it, and there is more than one
 // module to gather ahead of.
+// The same rule as the engine's: below stage 3 every parameter persists; at stage 3, those of at
+// most persistence_threshold elements.
+bool persists(const ZeroConfig& zero, int64_t numel) { return zero.stage < 3 || numel <= zero.persistence_threshold; }
+
 bool budgets_allow_prefetch(const ZeroConfig& zero, const ModelFacts& facts) {
   const auto gathering_modules =
       std::count_if(facts.module_largest_param.begin(), facts.module_largest_param.end(),
-                    [&](int64_t largest) { return largest > zero.persistence_threshold; });
+                    [&](int64_t largest) { return !persists(zero, largest); });
   return zero.overlap_comm && zero.leaf_modules.empty() && zero.prefetch_bucket_elements >= facts.total_elements &&
          zero.max_live_elements >= 2 * facts.total_elements && gathering_modules >= 3;
 }
@@ -56,8 +60,7 @@ void LifecycleChecker::on_transition(const Parameter& param, ParamStatus from, P
   if (module != "<gather>") note_inflight_seen_by(module);
   if (to == ParamStatus::inflight) inflight_issuer_[param.id()] = module;
   if (from == ParamStatus::inflight) inflight_issuer_.erase(param.id());
-  // The same rule as the engine's: a parameter of at most persistence_threshold elements persists.
-  if (param.numel() > config_.zero.persistence_threshold) {
+  if (!persists(config_.zero, param.numel())) {
     if (from == ParamStatus::available) gathered_non_persistent_ -= param.numel();
     if (to == ParamStatus::available) gathered_non_persistent_ += param.numel();
     const int64_t bound = config_.zero.max_live_elements + fetch_unit_elements_max_;

@@ -18,8 +18,14 @@ void external_and_own(const Module& module, bool subtree, std::set<const Paramet
   for (const auto& child : module.children()) external_and_own(*child, true, params);
 }
 
+// The sets of leaf and checkpoint candidates, sorted and without repeats.
+struct Candidates {
+  std::set<std::string> leaf;
+  std::set<std::string> checkpoint;
+};
+
 void visit(const Module& module, const std::vector<std::string>& leaf_modules, ModelFacts& facts,
-           std::set<std::string>& candidates) {
+           Candidates& candidates) {
   int64_t own = 0;
   int64_t largest = 0;
   for (const auto& param : module.parameters()) {
@@ -32,9 +38,11 @@ void visit(const Module& module, const std::vector<std::string>& leaf_modules, M
   }
   if (module.type() == "moe") facts.has_moe = true;
   if (!module.children().empty() && !module.all_parameters().empty()) {
-    candidates.insert(module.type());
-    if (!module.name().empty()) candidates.insert(module.name());
+    candidates.leaf.insert(module.type());
+    if (!module.name().empty()) candidates.leaf.insert(module.name());
   }
+  candidates.checkpoint.insert(module.type());
+  if (!module.name().empty()) candidates.checkpoint.insert(module.name());
   const bool leaf = is_leaf_module(module, leaf_modules);
   facts.fetch_unit_elements_max = std::max(facts.fetch_unit_elements_max, fetch_unit_elements(module, leaf));
   for (const auto& child : module.children()) visit(*child, leaf_modules, facts, candidates);
@@ -49,9 +57,10 @@ ModelFacts model_facts(const nlohmann::json& spec, const std::vector<std::string
     facts.param_numels.push_back(param->numel());
     facts.total_elements += param->numel();
   }
-  std::set<std::string> candidates;
+  Candidates candidates;
   visit(built.model->root(), leaf_modules, facts, candidates);
-  facts.leaf_candidates.assign(candidates.begin(), candidates.end());
+  facts.leaf_candidates.assign(candidates.leaf.begin(), candidates.leaf.end());
+  facts.checkpoint_candidates.assign(candidates.checkpoint.begin(), candidates.checkpoint.end());
   return facts;
 }
 

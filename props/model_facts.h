@@ -1,6 +1,7 @@
 // What the harness needs to know about a model built from a spec: the parameter sizes that make
-// interesting bucket limits, the modules that can be made leaves, and the most elements one module
-// holds gathered while it runs (its fetch unit), which bounds the engine's live elements.
+// interesting bucket limits, the modules that can be made leaves or checkpointed, and the most
+// elements one module holds gathered while it runs (its fetch unit), which bounds the engine's
+// live elements.
 //
 //   ModelFacts facts = model_facts(spec, config.zero.leaf_modules);
 //   rc::Gen<int64_t> bucket = gen_bucket_elements(facts);   // props/generators.h
@@ -23,6 +24,9 @@ struct ModelFacts {
   bool has_moe = false;
   // Module types and dotted names that have parameters below them: candidates for leaf_modules.
   std::vector<std::string> leaf_candidates;
+  // Every module type and dotted name: candidates for checkpoint_modules (every built-in module's
+  // forward returns one Var, which is what activation checkpointing keeps).
+  std::vector<std::string> checkpoint_candidates;
   // The largest fetch unit over all modules, under the leaf_modules given to model_facts.
   int64_t fetch_unit_elements_max = 0;
 };

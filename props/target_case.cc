@@ -62,8 +62,9 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits) {
         has_trainable_parameter);
     avoid_shift_invariant_loss(run.model_spec);
     const ModelFacts facts = model_facts(run.model_spec, {});
-    // MoE routes differently on each rank: a leaf on W > 1, as a DeepSpeed user must make it.
-    run.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && run.world > 1});
+    // MoE routes differently on each rank: a leaf on W > 1, as a DeepSpeed user must make it. The
+    // memory levers stay off: case.json has no field for them, so a replayed case would lose them.
+    run.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && run.world > 1, .levers = false});
     run.config.bf16 = false;
     // Only "moe" maps onto the runners' torch modules (their containers are named otherwise than
     // zero3's sequential bodies), so other leaf choices stay with the zero3-only properties.

@@ -290,7 +290,7 @@ void add_fuzz_command(CLI::App& app) {
     }
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {
-        std::printf("%-26s %s\n", injection.name.c_str(), injection.description.c_str());
+        std::printf("%-30s %s\n", injection.name.c_str(), injection.description.c_str());
       }
       return;
     }

@@ -146,8 +146,14 @@ void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes,
   note_invalidations(module_name(module));
   invocation->start_s = clock_.now_s();
   open_.push_back(invocation);
-  // Runs last in this invocation's backward, right before its post-backward hook.
-  record_on_tape([this, invocation] { backward_end(*invocation); }, [] {});
+  // Runs last in this invocation's backward, right before its post-backward hook. In a recompute
+  // it runs first: as the tape does (recompute_checkpointed), a checkpointed invocation lets its
+  // kept output go before the range's activations, the output among them, are held again.
+  record_on_tape([this, invocation] { backward_end(*invocation); },
+                 [this, invocation] {
+                   if (invocation->kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation->kept_bytes);
+                   invocation->kept_bytes = 0;
+                 });
 }
 
 void ReplayDriver::access(int32_t module, int32_t param) {
@@ -231,7 +237,8 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   out_.compute[open_backward_spans_.back()].end_s = clock_.now_s();
   open_backward_spans_.pop_back();
   if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
-  if (invocation.kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation.kept_bytes);
+  ZERO3_CHECK(invocation.kept_bytes == 0, "the recompute of '" + module_name(invocation.module) +
+                                              "' lets its kept output go before its backward ends");
   const int64_t element_bytes = config_.bf16 ? 2 : 4;
   for (int32_t param : invocation.used_params) {
     if (!model_.param(param).requires_grad()) continue;  // frozen: no gradient

@@ -18,24 +18,6 @@ namespace {
 
 using ModuleIndex = std::map<const Module*, int32_t>;
 
-// The bytes of the output of `module`, which has just exited: the output of the last op in its
-// range of the tape, which is the value it returned (a child's output when it ends by calling a
-// child). 0 when its range recorded no op: it returned its input as it was, or nothing it did
-// takes a gradient. The hooks do not see the returned value itself, only the tape.
-int64_t exited_module_output_bytes(const Tape& tape, const Module& module) {
-  const std::vector<TapeEntry>& entries = tape.entries();
-  for (size_t i = entries.size(); i-- > 0;) {
-    const TapeEntry& entry = entries[i];
-    if (entry.is_marker) {
-      if (entry.marker.kind == MarkerKind::module_enter && entry.marker.module == &module) return 0;
-      continue;
-    }
-    const Var& output = entry.op.output;
-    return output.defined() && output.value().defined() ? output.value().bytes() : 0;
-  }
-  return 0;
-}
-
 // Logs every hook and access, then lets the wrapped hooks do their work.
 class RecordingHooks : public ModuleHooks {
  public:
@@ -52,7 +34,8 @@ class RecordingHooks : public ModuleHooks {
     inner_.post_forward(ctx, module);
     // What the module's own ops keep for backward, known only now; the replay counts it from here.
     events_[open_enters_.back()].activation_bytes = ctx.tape().exited_module_activation_bytes();
-    events_[open_enters_.back()].output_bytes = exited_module_output_bytes(ctx.tape(), module);
+    // And what its output costs: a replay that checkpoints the module keeps that much until backward.
+    events_[open_enters_.back()].output_bytes = ctx.tape().exited_module_output_bytes();
     open_enters_.pop_back();
     push(EventKind::exit, &module);
   }

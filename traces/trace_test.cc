@@ -20,7 +20,7 @@ nlohmann::json small_trace() {
     "params": [[0, "a.weight", [8, 4]], [1, "a.bias", [8]], [2, "b.weight", [2, 8], "f32", "b"]],
     "steps": [{"ranks": "all", "repeat": 2, "events": [
       ["enter", ""], ["call", "a", 1000, 64],
-      ["enter", "b"], ["param", "b", "b.weight"], ["param", "b", "a.weight"], ["exit", "b"],
+      ["enter", "b", null, 0, 32], ["param", "b", "b.weight"], ["param", "b", "a.weight"], ["exit", "b"],
       ["raw", "", "a.bias"], ["exit", ""], ["raw", null, "a.bias"], ["backward"], ["bwd_enter", ""], ["bwd_exit", ""], ["optimizer_step"]]}]
   })");
 }
@@ -47,6 +47,8 @@ TEST(TraceReader, ReadsTablesEventsAndTheirDefaults) {
   EXPECT_EQ(events[1].kind, EventKind::call);
   EXPECT_EQ(events[1].flops, 1000.0);
   EXPECT_EQ(events[1].activation_bytes, 64);
+  EXPECT_EQ(events[1].output_bytes, 0);  // what a checkpointed module keeps: unknown unless given
+  EXPECT_EQ(events[2].output_bytes, 32);
   EXPECT_EQ(events[6].kind, EventKind::raw);
   EXPECT_EQ(events[6].module, 0);   // "" is the root
   EXPECT_EQ(events[8].kind, EventKind::raw);
@@ -242,13 +244,18 @@ TEST(TraceRecorder, AnSpmdRunIsStoredOnceForAllRanksWithItsCollectives) {
   ASSERT_EQ(trace.collectives.size(), 1u);
   EXPECT_FALSE(trace.collectives[0].empty());
   ASSERT_TRUE(trace.run.has_value());
-  // Each call carries the bytes its ops keep for backward, and the backward event the loss's.
-  int64_t module_bytes = 0, loss_bytes = 0;
+  // Each call carries the bytes its ops keep for backward and those of its output (what
+  // checkpointing it keeps), and the backward event the loss's.
+  int64_t module_bytes = 0, output_bytes = 0, loss_bytes = 0;
   for (const TraceItem& item : trace.steps[0].items) {
-    if (item.event.kind == EventKind::call || item.event.kind == EventKind::enter) module_bytes += item.event.activation_bytes;
+    if (item.event.kind == EventKind::call || item.event.kind == EventKind::enter) {
+      module_bytes += item.event.activation_bytes;
+      output_bytes += item.event.output_bytes;
+    }
     if (item.event.kind == EventKind::backward) loss_bytes += item.event.activation_bytes;
   }
   EXPECT_GT(module_bytes, 0);
+  EXPECT_GT(output_bytes, 0);
   EXPECT_EQ(loss_bytes, 4) << "the f32 scalar loss, computed outside every module";
   // Each module's output bytes: a linear layer's is a row of its output features per token, in f32.
   int linears = 0;

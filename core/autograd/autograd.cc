@@ -97,7 +97,33 @@ void Tape::record(TapeOp op) {
   entries_.push_back(std::move(entry));
 }
 
-void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name) {
+int64_t Tape::range_output_bytes(size_t enter, const Var* output) const {
+  if (output == nullptr || !output->defined()) return 0;
+  const auto made_in_range = [&](size_t end, const Var& value) {
+    for (size_t i = enter + 1; i < end; ++i) {
+      if (!entries_[i].is_marker && entries_[i].op.output.same_node(value)) return true;
+    }
+    return false;
+  };
+  // Searched from the end: a module's output is most often its last op's.
+  for (size_t i = entries_.size(); i-- > enter + 1;) {
+    const TapeOp& op = entries_[i].op;
+    if (entries_[i].is_marker || !op.output.same_node(*output)) continue;
+    const Tensor& value = op.output.value();
+    if (!value.defined()) return 0;
+    // A view of a value made inside the range holds that value's storage once checkpointing drops
+    // it; only a view of a value from before the range (the module's input) costs nothing.
+    for (const Var& input : op.inputs) {
+      const bool aliases = input.defined() && input.value().defined() && value.storage_id() != nullptr &&
+                           input.value().storage_id() == value.storage_id();
+      if (aliases && !made_in_range(i, input)) return 0;
+    }
+    return value.bytes();
+  }
+  return 0;  // made outside the range: an input passed through
+}
+
+void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name, const Var* output) {
   TapeEntry entry;
   entry.is_marker = true;
   entry.marker = ModuleMarker{.kind = kind, .module = module, .invocation = invocation, .name = name};
@@ -105,6 +131,7 @@ void Tape::mark(MarkerKind kind, Module* module, int64_t invocation, const std::
     open_enters_.push_back(entries_.size());
   } else if (!open_enters_.empty()) {
     entry.marker.activation_bytes = entries_[open_enters_.back()].marker.activation_bytes;
+    entry.marker.output_bytes = range_output_bytes(open_enters_.back(), output);
     open_enters_.pop_back();
     acquire_activations(entry.marker.activation_bytes, name);
   }
@@ -116,7 +143,7 @@ void Tape::mark_checkpointed_exit(Module* module, int64_t invocation, const std:
   const size_t enter = open_enters_.back();
   open_enters_.pop_back();
   int64_t inner_held = 0;  // what the nested invocations acquired at their exits
-  int64_t kept = 0;
+  const int64_t kept = range_output_bytes(enter, output);
   for (size_t i = enter + 1; i < entries_.size(); ++i) {
     TapeEntry& inner = entries_[i];
     if (inner.is_marker) {
@@ -128,11 +155,7 @@ void Tape::mark_checkpointed_exit(Module* module, int64_t invocation, const std:
                              "' cannot be run again in backward");
     }
     // The output stays (the next module's input); only what backward would read inside is dropped.
-    if (output != nullptr && inner.op.output.same_node(*output)) {
-      kept = output_bytes(inner.op) - inner.op.saved_bytes;
-    } else {
-      inner.op.output.mutable_value() = Tensor();
-    }
+    if (output == nullptr || !inner.op.output.same_node(*output)) inner.op.output.mutable_value() = Tensor();
     inner.op.backward = nullptr;
   }
   entries_[enter].marker.checkpointed = true;
@@ -140,7 +163,7 @@ void Tape::mark_checkpointed_exit(Module* module, int64_t invocation, const std:
   entry.is_marker = true;
   entry.marker = ModuleMarker{.kind = MarkerKind::module_exit, .module = module, .invocation = invocation,
                               .activation_bytes = entries_[enter].marker.activation_bytes, .checkpointed = true,
-                              .enter_index = enter, .kept_bytes = kept, .name = name};
+                              .enter_index = enter, .kept_bytes = kept, .output_bytes = kept, .name = name};
   entries_.push_back(std::move(entry));
   release_activations(inner_held);
   acquire_activations(kept, name);

@@ -80,6 +80,11 @@ struct ModuleMarker {
   bool checkpointed = false;
   size_t enter_index = 0;  // exit marker: where the invocation's range begins
   int64_t kept_bytes = 0;
+  // Exit marker, checkpointed or not: what keeping the invocation's output costs (the bytes of the
+  // op in its range that made it; 0 for a view of a value from before the range, or an input
+  // passed through), which is what checkpointing it keeps. A recorded trace carries it, so a replay that checkpoints the
+  // module holds what the run holds.
+  int64_t output_bytes = 0;
   std::string name;        // the module's name, for the allocator when a recompute acquires again
 };
 
@@ -96,7 +101,9 @@ class Tape {
  public:
   void record(TapeOp op);
   // `name` labels the module's activations in the allocator (the tape sees modules only by pointer).
-  void mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name);
+  // `output`: what an exiting invocation returned (null: nothing), for the exit marker's output_bytes.
+  void mark(MarkerKind kind, Module* module, int64_t invocation, const std::string& name,
+            const Var* output = nullptr);
   // The exit of a checkpointed invocation: releases its range's activations but `output`'s (null:
   // keep nothing) and drops their values and backwards, to be recomputed in backward. An op in the
   // range that cannot run again is a CorrectnessError naming it.
@@ -108,8 +115,13 @@ class Tape {
   // The bytes the module that just exited counted (0 unless the last entry is an exit marker):
   // read at its post-forward hook, which runs right after the exit is marked (a recorder writes them).
   int64_t exited_module_activation_bytes() const {
-    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
-    return exited ? entries_.back().marker.activation_bytes : 0;
+    const ModuleMarker* exit = exited_marker();
+    return exit ? exit->activation_bytes : 0;
+  }
+  // The same module's output_bytes (ModuleMarker): what checkpointing it keeps.
+  int64_t exited_module_output_bytes() const {
+    const ModuleMarker* exit = exited_marker();
+    return exit ? exit->output_bytes : 0;
   }
   // The bytes of ops recorded outside every module (a loss on the model's output) so far.
   int64_t outside_module_activation_bytes() const { return outside_module_bytes_; }
@@ -120,6 +132,13 @@ class Tape {
   friend void backward(Context& ctx, const Var& loss);
   friend void recompute_checkpointed(Context& ctx, size_t exit_index);
   void acquire_activations(int64_t bytes, const std::string& what);
+  // The last entry's marker when it is an exit, else null.
+  const ModuleMarker* exited_marker() const {
+    const bool exited = !entries_.empty() && entries_.back().is_marker && entries_.back().marker.kind == MarkerKind::module_exit;
+    return exited ? &entries_.back().marker : nullptr;
+  }
+  // The output_bytes of the invocation whose range starts after entry `enter`.
+  int64_t range_output_bytes(size_t enter, const Var* output) const;
   // Runs `op` again and returns the op its rerun recorded.
   TapeOp rerun(Context& ctx, const TapeOp& op);
 

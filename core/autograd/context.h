@@ -90,8 +90,8 @@ class Context {
   // What invoke() does around its body, for drivers that replay a recorded forward event by
   // event (traces): enter returns the invocation index that exit must be given.
   int64_t enter_module(Module& module);
-  // `output`: what the invocation returned, kept when the module is checkpointed (null: nothing is
-  // kept, as for a replayed event that has no values).
+  // `output`: what the invocation returned, kept when the module is checkpointed and measured on
+  // the exit marker either way (null: nothing, as for a replayed event that has no values).
   void exit_module(Module& module, int64_t invocation, const Var* output = nullptr);
 
  private:

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "core/autograd/autograd.h"
 #include "core/autograd/context.h"
@@ -142,6 +144,36 @@ TEST(ActivationCheckpointing, ANameTheModelDoesNotHaveIsAnInputErrorNamingItAndT
     EXPECT_NE(message.find("activation_checkpointing.zero3_modules: 'block'"), std::string::npos) << message;
     EXPECT_NE(message.find("linear, mlp, sequential"), std::string::npos) << message;
   }
+}
+
+// Each exit marker's (output_bytes, kept_bytes), by module display name, after one forward.
+std::map<std::string, std::pair<int64_t, int64_t>> exit_output_bytes(const std::vector<std::string>& checkpointed) {
+  TwoBlocks model;
+  Context ctx(cpu_kernels());
+  ctx.set_checkpointed(select_modules(model, checkpointed, "test"));
+  model.loss(ctx, inputs());
+  std::map<std::string, std::pair<int64_t, int64_t>> bytes;
+  for (const TapeEntry& entry : ctx.tape().entries()) {
+    if (!entry.is_marker || entry.marker.kind != MarkerKind::module_exit) continue;
+    bytes[entry.marker.module->display_name()] = {entry.marker.output_bytes, entry.marker.kept_bytes};
+  }
+  return bytes;
+}
+
+// A recorded trace carries output_bytes, so that a replay checkpointing the module holds what the
+// run holds: it must be known on every exit, checkpointed or not.
+TEST(ActivationCheckpointing, EveryModuleExitRecordsTheBytesOfItsOutputWhichIsWhatCheckpointingKeeps) {
+  // x [3, 4] -> fc [3, 8] -> gelu [3, 8] -> proj [3, 4], in f32, in each block.
+  const auto plain = exit_output_bytes({});
+  EXPECT_EQ(plain.at("0.fc").first, 3 * 8 * 4);
+  EXPECT_EQ(plain.at("0.gelu").first, 3 * 8 * 4);
+  EXPECT_EQ(plain.at("1.proj").first, 3 * 4 * 4);
+  EXPECT_EQ(plain.at("1").first, 3 * 4 * 4) << "a block's output is made by an op of its last child";
+  EXPECT_EQ(plain.at("<root>").first, 3 * 4 * 4);
+  EXPECT_EQ(plain.at("1").second, 0) << "not checkpointed: nothing is kept apart from its activations";
+  const auto checkpointed = exit_output_bytes({"1"});
+  EXPECT_EQ(checkpointed.at("1").first, plain.at("1").first);
+  EXPECT_EQ(checkpointed.at("1").second, plain.at("1").first);
 }
 
 class Scope : public Module {

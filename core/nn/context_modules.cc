@@ -61,7 +61,7 @@ void Context::exit_module(Module& module, int64_t invocation, const Var* output)
   if (checkpoint) {
     tape_.mark_checkpointed_exit(&module, invocation, module.name(), output);
   } else {
-    tape_.mark(MarkerKind::module_exit, &module, invocation, module.name());
+    tape_.mark(MarkerKind::module_exit, &module, invocation, module.name(), output);
   }
   hooks_->post_forward(*this, module);
   ZERO3_CHECK(!module_stack_.empty() && module_stack_.back() == &module, "module exit out of order: " + module.display_name());

@@ -27,6 +27,9 @@ constexpr BugInfo kBugs[] = {
     {"prefetch-silently-off", "no gather is issued ahead of its module although overlap_comm and the budgets allow"},
     {"never-release", "gathered parameters are not released after their module's post-forward/post-backward"},
     {"gather-order-by-arrival", "gather buckets laid out in the order a module lists its parameters, not by id"},
+    {"recompute-without-gather", "a checkpointed module's recompute in backward skips the gathers of the modules inside it"},
+    {"offload-update-not-copied-up", "under offload_optimizer the host master is updated but the shard ranks gather from is not"},
+    {"stale-replica-after-step", "the all-gather that refreshes persistent (stage 1/2: all) parameters after the step is skipped"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

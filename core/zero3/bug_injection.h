@@ -53,6 +53,25 @@ enum class Bug : uint8_t {
   // external ones as they were registered) instead of by id: ranks that registered externals in
   // another order would lay the same collective out differently.
   gather_order_by_arrival,
+  // A checkpointed module's recompute in backward skips the gathers of the modules inside it (their
+  // pre-forward hooks, fired again by the recompute, fetch nothing), as a recompute that assumes
+  // the parameters are still gathered from forward: it reads released parameters. The class of
+  // ZeRO-3 + activation checkpointing failures where the recomputed forward sees a parameter in its
+  // released [0] shape (huggingface/transformers#47254, DeepSpeed PR #8148; FSDP's recompute sees
+  // the same, transformers#34928).
+  recompute_without_gather,
+  // Under offload_optimizer, the host step updates the f32 master but the compute-dtype shard that
+  // ranks gather from is not written back from it, so every later forward runs on the weights from
+  // before the step while the optimizer state looks right: the copy that ends ZeRO-Offload's CPU
+  // Adam step gone wrong (DeepSpeed PR #2059: z2 + cpu-offload copied fp32 into the wrong fp16
+  // partition; issue #1643: DeepSpeedCPUAdam's fp16 copy wrong after step).
+  offload_update_not_copied_up,
+  // The all-gather after the step that refreshes persistent parameters (at stages 1 and 2, every
+  // parameter) is skipped and their gathered copies from before the step stay in use: a ZeRO-1/2
+  // step that updates its own partition but never gathers the partitions back into the replicas
+  // (DeepSpeed's stage 1/2 step ends with that all-gather), or a persistent ZeRO-3 parameter left
+  // as it was gathered.
+  stale_replica_after_step,
   count_,
 };
 

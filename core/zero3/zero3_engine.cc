@@ -378,6 +378,9 @@ void Zero3Engine::end_use(Context& ctx, Module& module) {
 void Zero3Engine::pre_forward(Context& ctx, Module& module) {
   enter_call(EngineCall::pre_forward);
   begin_use(ctx, module);
+  // A forward hook in BACKWARD is a checkpointed module's recompute: it must gather again, since
+  // post-forward released what forward gathered.
+  if (bugs_.on(Bug::recompute_without_gather) && phase_ == EnginePhase::backward) return;
   fetch(ctx, module, params_of(module));
 }
 

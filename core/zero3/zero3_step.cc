@@ -236,9 +236,9 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
     // Offloaded, the gradient shard goes down and AdamW runs on the host (the same kernels' math).
     const Tensor grad = offloads_optimizer() ? down(state->grad_shard) : state->grad_shard;
     adamw_update(offloads_optimizer() ? optimizer_kernels() : ctx.kernels(), state->slot, grad, clip, coefficients);
-    refresh_shard(*state);
+    if (!(offloads_optimizer() && bugs_.on(Bug::offload_update_not_copied_up))) refresh_shard(*state);
     if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
-    if (state->persistent && state->status == ParamStatus::available) {
+    if (state->persistent && state->status == ParamStatus::available && !bugs_.on(Bug::stale_replica_after_step)) {
       release(ctx, *state, model_.root());  // its full value is stale now
       persistent.push_back(state.get());
     }

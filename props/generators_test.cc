@@ -1,0 +1,103 @@
+// Generators and the memory levers: what SPMD cases draw is a combination the engine accepts and
+// names modules of the case's own model, every lever comes up in a few hundred cases (so the
+// injections that need one are reachable), and stage 3 without levers stays the most common draw.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/models/model_zoo.h"
+#include "core/nn/model.h"
+#include "props/generators.h"
+#include "props/target_case.h"
+
+namespace zero3 {
+namespace {
+
+RC_GTEST_PROP(Generators, SpmdLeversAreCombinationsTheEngineAcceptsOnModulesOfTheModel, ()) {
+  const FuzzCase fuzz_case = *gen_spmd_case({.max_ranks = 8});
+  const TrainConfig& config = fuzz_case.config;
+  RC_ASSERT(config.zero.stage >= 1 && config.zero.stage <= 3);
+  // Refused combinations (offload_param below stage 3) are an InputError, which fails the property.
+  check_lever_combinations(config, "generated case");
+  const BuiltModel built = build_model_from_spec(fuzz_case.model_spec, "model_spec", {});
+  // A name that matches no module of the model is an InputError too.
+  const auto selected = select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey);
+  RC_ASSERT(selected.empty() == config.checkpoint_modules.empty());
+}
+
+// The broadcast-trap cases measure the placeholder policies alone, and target cases go to runners
+// whose case.json has no field for a lever: neither draws one.
+RC_GTEST_PROP(Generators, BroadcastTrapAndTargetCasesDrawNoLever, ()) {
+  const TrainConfig trap = (*gen_broadcast_trap_case({.max_ranks = 8})).config;
+  const TrainConfig target = (*gen_target_case({.max_ranks = 4})).run.config;
+  for (const TrainConfig* config : {&trap, &target}) {
+    RC_ASSERT(config->zero.stage == 3);
+    RC_ASSERT(config->checkpoint_modules.empty());
+    RC_ASSERT(config->zero.offload_optimizer == OffloadDevice::none);
+    RC_ASSERT(config->zero.offload_param == OffloadDevice::none);
+  }
+}
+
+struct LeverCounts {
+  int64_t cases = 0;
+  int64_t stage[4] = {0, 0, 0, 0};
+  int64_t checkpointing = 0;
+  int64_t checkpointing_a_container = 0;  // a module with parameters in modules below it
+  int64_t offload_optimizer = 0;
+  int64_t offload_param = 0;
+  int64_t no_lever = 0;
+};
+
+LeverCounts count_levers(uint64_t seed, int64_t cases) {
+  LeverCounts counts;
+  for (int64_t i = 0; i < cases; ++i) {
+    // Case i from its own seed, as placeholder_rates.cc draws them.
+    const rc::Random random(seed + static_cast<uint64_t>(i));
+    const FuzzCase fuzz_case = gen_spmd_case({.max_ranks = 8})(random, static_cast<int>(i % 100)).value();
+    const TrainConfig& config = fuzz_case.config;
+    const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
+    counts.cases++;
+    counts.stage[config.zero.stage]++;
+    if (!config.checkpoint_modules.empty()) counts.checkpointing++;
+    for (const std::string& name : config.checkpoint_modules) {
+      if (std::find(facts.leaf_candidates.begin(), facts.leaf_candidates.end(), name) != facts.leaf_candidates.end()) {
+        counts.checkpointing_a_container++;
+        break;
+      }
+    }
+    const bool offloads_optimizer = config.zero.offload_optimizer != OffloadDevice::none;
+    const bool offloads_params = config.zero.offload_param != OffloadDevice::none;
+    counts.offload_optimizer += offloads_optimizer ? 1 : 0;
+    counts.offload_param += offloads_params ? 1 : 0;
+    if (config.zero.stage == 3 && config.checkpoint_modules.empty() && !offloads_optimizer && !offloads_params) {
+      counts.no_lever++;
+    }
+  }
+  return counts;
+}
+
+TEST(Generators, EveryLeverComesUpInFiveHundredSpmdCasesAndStageThreeWithoutLeversStaysTheMostCommon) {
+  constexpr uint64_t kSeed = 20240601;
+  const LeverCounts counts = count_levers(kSeed, 500);
+  std::printf("seed=%llu: of %lld SPMD cases, stage 1 %lld, stage 2 %lld, stage 3 %lld; checkpointing %lld (a "
+              "container %lld); offload_optimizer %lld, offload_param %lld; no lever %lld\n",
+              static_cast<unsigned long long>(kSeed), static_cast<long long>(counts.cases),
+              static_cast<long long>(counts.stage[1]), static_cast<long long>(counts.stage[2]),
+              static_cast<long long>(counts.stage[3]), static_cast<long long>(counts.checkpointing),
+              static_cast<long long>(counts.checkpointing_a_container), static_cast<long long>(counts.offload_optimizer),
+              static_cast<long long>(counts.offload_param), static_cast<long long>(counts.no_lever));
+  EXPECT_EQ(counts.stage[0], 0) << "stage 0 is the reference, never the case";
+  EXPECT_GT(counts.stage[1], 0);
+  EXPECT_GT(counts.stage[2], 0);
+  EXPECT_GT(counts.stage[3], counts.cases / 2) << "stage 3 keeps most of the coverage it had";
+  EXPECT_GT(counts.checkpointing_a_container, 0);
+  EXPECT_GT(counts.checkpointing, counts.checkpointing_a_container) << "leaf layers are checkpointed too";
+  EXPECT_GT(counts.offload_optimizer, 0);
+  EXPECT_GT(counts.offload_param, 0);
+  EXPECT_GT(counts.no_lever, counts.cases / 4);
+}
+
+}  // namespace
+}  // namespace zero3
