@@ -156,6 +156,24 @@ Device train_device(const TrainOptions& options) {
   return device;
 }
 
+std::string lever_lines(const TrainConfig& config, const BuiltModel& built) {
+  std::string out;
+  const std::vector<std::string> checkpointed = checkpointed_names(built, config.checkpoint_modules);
+  if (!checkpointed.empty()) {
+    std::string names;
+    for (const std::string& name : checkpointed) names += (names.empty() ? "" : ",") + name;
+    const size_t modules = select_modules(*built.model, checkpointed, kCheckpointModulesKey).size();
+    out += "  activation checkpointing: " + names + " (" + std::to_string(modules) +
+           " modules; backward runs their forward again)\n";
+  }
+  if (config.zero.offload_optimizer != OffloadDevice::none || config.zero.offload_param != OffloadDevice::none) {
+    out += std::string("  offload: optimizer state ") + offload_device_name(config.zero.offload_optimizer) +
+           ", parameter shards " + offload_device_name(config.zero.offload_param) +
+           " (host memory; copies counted per step)\n";
+  }
+  return out;
+}
+
 std::string replay_command(const TrainOptions& options) {
   std::ostringstream command;
   // Under MPI the world size is the launcher's.

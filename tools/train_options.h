@@ -10,6 +10,7 @@
 
 #include "core/tensor/device.h"
 
+#include "core/models/model_zoo.h"
 #include "core/training/train_config.h"
 
 namespace zero3 {
@@ -57,6 +58,8 @@ void add_simulated_device_option(CLI::App& command, std::string& device);
 Device simulated_device(const std::string& text);
 // The config file (if any) with the command-line overrides applied; warnings for unused keys.
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
+// The banner's lines for the memory levers in use (checkpointed modules, offload), "" for none.
+std::string lever_lines(const TrainConfig& config, const BuiltModel& built);
 // `zero3 train ...` reproducing this run exactly.
 std::string replay_command(const TrainOptions& options);
 // The device --device names; an InputError when the backend cannot run on it.

@@ -52,17 +52,7 @@ void print_banner(const TrainOptions& options, const TrainConfig& config, const 
               config.gradient_clipping, config.bf16 ? "on" : "off", config.zero.stage);
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("  \"auto\" in %s resolved from flags and defaults: %s\n", options.config_path.c_str(), resolved.c_str());
-  const std::vector<std::string> checkpointed = checkpointed_names(built, config.checkpoint_modules);
-  if (!checkpointed.empty()) {
-    std::string names;
-    for (const std::string& name : checkpointed) names += (names.empty() ? "" : ",") + name;
-    std::printf("  activation checkpointing: %s (%zu modules; backward runs their forward again)\n", names.c_str(),
-                select_modules(*built.model, checkpointed, kCheckpointModulesKey).size());
-  }
-  if (config.zero.offload_optimizer != OffloadDevice::none || config.zero.offload_param != OffloadDevice::none) {
-    std::printf("  offload: optimizer state %s, parameter shards %s (host memory; copies counted per step)\n",
-                offload_device_name(config.zero.offload_optimizer), offload_device_name(config.zero.offload_param));
-  }
+  std::printf("%s", lever_lines(config, built).c_str());
   std::printf("  data: %s\n", built.data->description().c_str());
   if (options.backend != "cuda") std::printf("  threads per process: %s\n", thread_choice().description.c_str());
   std::printf("  seed=%llu replay: %s\n", static_cast<unsigned long long>(options.seed), replay_command(options).c_str());

@@ -20,7 +20,7 @@ nlohmann::json small_trace() {
     "params": [[0, "a.weight", [8, 4]], [1, "a.bias", [8]], [2, "b.weight", [2, 8], "f32", "b"]],
     "steps": [{"ranks": "all", "repeat": 2, "events": [
       ["enter", ""], ["call", "a", 1000, 64],
-      ["enter", "b", null, 0, 32], ["param", "b", "b.weight"], ["param", "b", "a.weight"], ["exit", "b"],
+      ["enter", "b", null, 0, {"output_bytes": 32}], ["param", "b", "b.weight"], ["param", "b", "a.weight"], ["exit", "b"],
       ["raw", "", "a.bias"], ["exit", ""], ["raw", null, "a.bias"], ["backward"], ["bwd_enter", ""], ["bwd_exit", ""], ["optimizer_step"]]}]
   })");
 }
