@@ -35,22 +35,12 @@ struct ReplayFlags {
   int64_t micro_batch = 0;  // 0: the config's, else the trace's
   int64_t seq_len = 0;      // 0: the trace's
   int64_t gas = 0;          // 0: the config's, else the trace's
-  // The memory levers, over the config's (train's flags, the same names).
-  std::optional<int> zero_stage;
-  std::optional<std::string> checkpoint_activations;
-  std::optional<std::string> offload_optimizer;
-  std::optional<std::string> offload_param;
+  LeverFlags levers;  // over the config's, as train's flags of the same names
 };
 
 // The levers' flags over the config, checked together as DeepSpeed would, and said on one line.
-void apply_lever_flags(const ReplayFlags& flags, TrainConfig& config) {
-  if (flags.zero_stage) config.zero.stage = *flags.zero_stage;
-  if (flags.checkpoint_activations) config.checkpoint_modules = split_module_names(*flags.checkpoint_activations);
-  auto device = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
-  if (flags.offload_optimizer) config.zero.offload_optimizer = device(*flags.offload_optimizer);
-  if (flags.offload_param) config.zero.offload_param = device(*flags.offload_param);
-  check_lever_combinations(config, flags.config_path.empty() ? std::string("the flags")
-                                                             : flags.config_path + " with the flags");
+void apply_levers(const ReplayFlags& flags, TrainConfig& config) {
+  apply_lever_flags(flags.levers, flags.config_path, config);
   std::string checkpointed;
   for (const std::string& name : config.checkpoint_modules) checkpointed += (checkpointed.empty() ? "" : ",") + name;
   std::printf("levers: ZeRO stage %d; activation checkpointing %s; offload optimizer %s, parameters %s\n",
@@ -194,7 +184,7 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   ReplayOptions options;
   options.world = replay_world(recorded, flags.ranks);
   options.config = replay_config(flags, recorded);
-  apply_lever_flags(flags, options.config);
+  apply_levers(flags, options.config);
   const Trace trace = trace_for_the_run(flags, recorded, options.config);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = replay_hardware(flags, options.world);
@@ -250,15 +240,15 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--gas", flags->gas,
                       "micro-steps per optimizer step (default: the config's gradient_accumulation_steps, else the trace's)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  command->add_option("--zero", flags->zero_stage, "ZeRO stage 1, 2 or 3 (overrides the config)")
+  command->add_option("--zero", flags->levers.zero_stage, "ZeRO stage 1, 2 or 3 (overrides the config)")
       ->check(CLI::Range(1, 3));
-  command->add_option("--checkpoint-activations", flags->checkpoint_activations,
+  command->add_option("--checkpoint-activations", flags->levers.checkpoint_activations,
                       "module types or dotted names, comma-separated: their activations are recomputed in backward "
                       "(overrides activation_checkpointing.zero3_modules)");
-  command->add_option("--offload-optimizer", flags->offload_optimizer,
+  command->add_option("--offload-optimizer", flags->levers.offload_optimizer,
                       "cpu: master weights and moments in host memory, AdamW on the host")
       ->check(CLI::IsMember({"none", "cpu"}));
-  command->add_option("--offload-param", flags->offload_param, "cpu: parameter shards in host memory (stage 3)")
+  command->add_option("--offload-param", flags->levers.offload_param, "cpu: parameter shards in host memory (stage 3)")
       ->check(CLI::IsMember({"none", "cpu"}));
   command->add_option("--hardware", flags->hardware,
                       "a profile in traces/hardware (h100, h200, a100) or a JSON file (default: h100, marked as assumed)");

@@ -123,17 +123,13 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings) {
   TrainConfig config = options.base_config.value_or(TrainConfig{});
   if (!options.config_path.empty()) config = load_train_config(options.config_path, warnings);
-  if (options.zero_stage) config.zero.stage = *options.zero_stage;
   if (options.micro_batch_size) config.micro_batch_size = *options.micro_batch_size;
   if (options.gradient_accumulation_steps) config.gradient_accumulation_steps = *options.gradient_accumulation_steps;
   if (options.lr) config.adamw.lr = static_cast<float>(*options.lr);
   if (options.bf16) config.bf16 = true;
-  if (options.checkpoint_activations) config.checkpoint_modules = split_module_names(*options.checkpoint_activations);
-  auto offload = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
-  if (options.offload_optimizer) config.zero.offload_optimizer = offload(*options.offload_optimizer);
-  if (options.offload_param) config.zero.offload_param = offload(*options.offload_param);
-  check_lever_combinations(config, options.config_path.empty() ? std::string("the flags")
-                                                                : options.config_path + " with the flags");
+  apply_lever_flags({.zero_stage = options.zero_stage, .checkpoint_activations = options.checkpoint_activations,
+                     .offload_optimizer = options.offload_optimizer, .offload_param = options.offload_param},
+                    options.config_path, config);
   return config;
 }
 

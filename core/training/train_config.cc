@@ -253,6 +253,8 @@ TrainConfig parse_train_config(const nlohmann::json& json, const std::string& so
   return config;
 }
 
+namespace {
+
 std::vector<std::string> split_module_names(const std::string& text) {
   std::vector<std::string> names;
   size_t start = 0;
@@ -264,6 +266,17 @@ std::vector<std::string> split_module_names(const std::string& text) {
     if (comma == std::string::npos) return names;
     start = comma + 1;
   }
+}
+
+}  // namespace
+
+void apply_lever_flags(const LeverFlags& flags, const std::string& config_path, TrainConfig& config) {
+  if (flags.zero_stage) config.zero.stage = *flags.zero_stage;
+  if (flags.checkpoint_activations) config.checkpoint_modules = split_module_names(*flags.checkpoint_activations);
+  auto device = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
+  if (flags.offload_optimizer) config.zero.offload_optimizer = device(*flags.offload_optimizer);
+  if (flags.offload_param) config.zero.offload_param = device(*flags.offload_param);
+  check_lever_combinations(config, config_path.empty() ? std::string("the flags") : config_path + " with the flags");
 }
 
 const char* offload_device_name(OffloadDevice device) { return device == OffloadDevice::cpu ? "cpu" : "none"; }

@@ -6,6 +6,7 @@
 //   TrainConfig config = parse_train_config(json, "ds_config.json", &warnings);
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,8 +48,6 @@ struct ZeroConfig {
 
 // Where a setting came from: callers that have their own default for it (replay takes the trace's
 // dtype and batch) apply it only when the file did not set it, and every banner says which it was.
-// --checkpoint-activations' comma-separated names; an empty one is an InputError.
-std::vector<std::string> split_module_names(const std::string& text);
 // How errors name the checkpointed-modules setting (a config key or a flag).
 inline constexpr const char* kCheckpointModulesKey = "activation_checkpointing.zero3_modules (--checkpoint-activations)";
 
@@ -82,6 +81,16 @@ nlohmann::json train_config_to_json(const TrainConfig& config);
 // stage 3, offload_optimizer at stage 0. InputError naming `source`, the key and why. Not part of
 // the parse: a flag (--zero) may still change the stage.
 void check_lever_combinations(const TrainConfig& config, const std::string& source);
+// The levers' flags, as train and replay both take them (--zero, --checkpoint-activations a,b,
+// --offload-optimizer none|cpu, --offload-param none|cpu); an unset one leaves the config's value.
+struct LeverFlags {
+  std::optional<int> zero_stage;
+  std::optional<std::string> checkpoint_activations;
+  std::optional<std::string> offload_optimizer;
+  std::optional<std::string> offload_param;
+};
+// Applies them, then check_lever_combinations naming `config_path` (or the flags alone).
+void apply_lever_flags(const LeverFlags& flags, const std::string& config_path, TrainConfig& config);
 // The keys zero3 reads in a section of the config ("" the top level, "/zero_optimization",
 // "/optimizer", "/optimizer/params", "/bf16", "/fp16"); empty for any other.
 const std::vector<std::string>& keys_zero3_reads(const std::string& section);
