@@ -235,7 +235,7 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
     if (state->frozen) continue;  // its value, and so any gathered copy, stays as it is
     // Offloaded, the gradient shard goes down and AdamW runs on the host (the same kernels' math).
     const Tensor grad = offloads_optimizer() ? down(state->grad_shard) : state->grad_shard;
-    adamw_update(offloads_optimizer() ? optimizer_kernels() : ctx.kernels(), state->slot, grad, clip, coefficients);
+    adamw_update(optimizer_kernels(), state->slot, grad, clip, coefficients);
     if (!(offloads_optimizer() && bugs_.on(Bug::offload_update_not_copied_up))) refresh_shard(*state);
     if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available && !bugs_.on(Bug::stale_replica_after_step)) {
