@@ -31,6 +31,7 @@ DistributedRunOptions reference_options(const FuzzCase& fuzz_case) {
   options.config.zero.stage = 0;
   options.config.zero.offload_optimizer = OffloadDevice::none;
   options.config.zero.offload_param = OffloadDevice::none;
+  options.config.zero.hpz_group_size = 1;  // hpZ reduces as flat ZeRO-3; HSDP keeps its tree (the oracle)
   options.config.checkpoint_modules.clear();
   options.bugs = BugInjections{};
   options.faults = FaultPlan{};

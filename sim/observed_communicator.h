@@ -31,6 +31,14 @@ class ObservedCommunicator : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override {
     return std::make_unique<ObservedCommunicator>(inner_.split(color, key, site), allocator_, listener_);
   }
+  // The inner communicator's own forms (the symmetric replay answers them without split()).
+  std::unique_ptr<Communicator> split_block(int block_size, const CallSite& site) override {
+    return std::make_unique<ObservedCommunicator>(inner_.split_block(block_size, site), allocator_, listener_);
+  }
+  std::unique_ptr<Communicator> split_across_blocks(int block_size, const CallSite& site) override {
+    return std::make_unique<ObservedCommunicator>(inner_.split_across_blocks(block_size, site), allocator_,
+                                                  listener_);
+  }
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,

@@ -13,15 +13,17 @@ namespace zero3 {
 // and 12 bytes of f32 master and AdamW moments; a frozen parameter's holds only the shard and the
 // 4-byte master. Stage 1 holds every trained parameter's whole f32 gradient instead of a shard.
 // The ZeRO paper's (2 + 2 + K) * psi / W with K = 12 assumes a 2-byte gradient. Offloaded parts
-// count the same bytes in host memory.
+// count the same bytes in host memory. HSDP shards over its block of G ranks instead of the world.
 nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig& config, const Model& model,
                                  const std::array<int64_t, kMemoryCategoryCount>& peak_bytes) {
   const int64_t compute_bytes = config.bf16 ? 2 : 4;
   int64_t shard_elements = 0;
   int64_t frozen_elements = 0;
   int64_t unsharded_grad_elements = 0;  // stage 1: the rest of each whole gradient
+  const int shard_ranks = config.zero.stage == 3 && config.zero.shard_group_size > 0 ? config.zero.shard_group_size
+                                                                                      : options.ranks;
   for (const Parameter* param : model.parameters()) {
-    const int64_t elements = shard_numel(param->numel(), options.ranks);
+    const int64_t elements = shard_numel(param->numel(), shard_ranks);
     shard_elements += elements;
     if (!param->requires_grad()) frozen_elements += elements;
     if (param->requires_grad() && config.zero.stage == 1) unsharded_grad_elements += param->numel() - elements;
@@ -38,7 +40,7 @@ nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig&
   const int64_t measured_host = peak(MemoryCategory::host_param_shard) + peak(MemoryCategory::host_optimizer_state);
   const int64_t measured = peak(MemoryCategory::param_shard) + peak(MemoryCategory::grad_shard) +
                            peak(MemoryCategory::optimizer_state) + measured_host;
-  const double paper = 16.0 * static_cast<double>(model.parameter_count()) / options.ranks;
+  const double paper = 16.0 * static_cast<double>(model.parameter_count()) / shard_ranks;
   std::printf("model state per rank: %lld bytes measured, %lld analytic (%lld+4+12 bytes x %lld shard elements",
               static_cast<long long>(measured), static_cast<long long>(analytic), static_cast<long long>(compute_bytes),
               static_cast<long long>(shard_elements));
@@ -49,7 +51,13 @@ nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig&
     std::printf(", plus 4 for each of the %lld gradient elements stage 1 holds beyond its shards",
                 static_cast<long long>(unsharded_grad_elements));
   }
-  std::printf("), ZeRO paper (2+2+12)*psi/W = %.0f\n", paper);
+  std::printf("), ZeRO paper (2+2+12)*psi/%s = %.0f\n", shard_ranks == options.ranks ? "W" : "G", paper);
+  // hpZ's secondary copy is not model state (it lives from a gather to the step's end), but it is
+  // what hpZ costs in memory: said beside it.
+  if (peak(MemoryCategory::secondary_param_shard) > 0) {
+    std::printf("  hpZ secondary copy: %lld bytes at most (a block shard of every parameter gathered in the step)\n",
+                static_cast<long long>(peak(MemoryCategory::secondary_param_shard)));
+  }
   if (host_params || host_optimizer) {
     std::printf("  offloaded to host memory: %lld bytes measured, %lld analytic (%s); on the device: %lld\n",
                 static_cast<long long>(measured_host), static_cast<long long>(analytic_host),

@@ -46,6 +46,8 @@ void apply_levers(const ReplayFlags& flags, TrainConfig& config) {
   std::printf("levers: ZeRO stage %d; activation checkpointing %s; offload optimizer %s, parameters %s\n",
               config.zero.stage, checkpointed.empty() ? "off" : checkpointed.c_str(),
               offload_device_name(config.zero.offload_optimizer), offload_device_name(config.zero.offload_param));
+  if (config.zero.shard_group_size > 0) std::printf("  HSDP: shard blocks of %d ranks\n", config.zero.shard_group_size);
+  if (config.zero.hpz_group_size > 1) std::printf("  hpZ: secondary blocks of %d ranks\n", config.zero.hpz_group_size);
 }
 
 // The config: --config, else the one the trace was recorded with, else defaults in the trace's dtype.
@@ -185,6 +187,8 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   options.world = replay_world(recorded, flags.ranks);
   options.config = replay_config(flags, recorded);
   apply_levers(flags, options.config);
+  check_group_sizes(options.config, options.world,
+                    flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags");
   const Trace trace = trace_for_the_run(flags, recorded, options.config);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = replay_hardware(flags, options.world);
@@ -250,6 +254,14 @@ void add_replay_command(CLI::App& app) {
       ->check(CLI::IsMember({"none", "cpu"}));
   command->add_option("--offload-param", flags->levers.offload_param, "cpu: parameter shards in host memory (stage 3)")
       ->check(CLI::IsMember({"none", "cpu"}));
+  command->add_option("--shard-group", flags->levers.shard_group,
+                      "HSDP: shard over blocks of G consecutive ranks, replicate across blocks (stage 3; overrides "
+                      "zero_optimization.mics_shard_size)")
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--hpz", flags->levers.hpz_group,
+                      "ZeRO++ hpZ: a secondary copy over blocks of G ranks that backward gathers from (stage 3; "
+                      "overrides zero_optimization.zero_hpz_partition_size)")
+      ->check(CLI::Range(1, 1 << 20));
   command->add_option("--hardware", flags->hardware,
                       "a profile in traces/hardware (h100, h200, a100) or a JSON file (default: h100, marked as assumed)");
   command->add_option("--timeline", flags->timeline_path, "write a Chrome trace JSON timeline here");

@@ -122,13 +122,17 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   ddp.config.zero.stage = 0;
   ddp.config.zero.offload_optimizer = OffloadDevice::none;
   ddp.config.zero.offload_param = OffloadDevice::none;
+  ddp.config.zero.hpz_group_size = 1;  // hpZ reduces as flat ZeRO-3: its oracle is flat DDP; HSDP keeps its tree
   ddp.config.checkpoint_modules.clear();
   ddp.save_checkpoint.clear();  // the checked run saves; its reference must not overwrite that
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
   const StateComparison comparison = compare_runs(zero3_run, ddp_run);
-  std::printf("check: ZeRO-%d vs DDP: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
-              config.zero.stage, comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT",
+  const std::string tree = config.zero.shard_group_size > 0 && config.zero.shard_group_size < options.ranks
+                               ? " reduced over HSDP's tree (blocks of " + std::to_string(config.zero.shard_group_size) + ")"
+                               : std::string();
+  std::printf("check: ZeRO-%d vs DDP%s: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",
+              config.zero.stage, tree.c_str(), comparison.bitwise_equal ? "bitwise equal" : "DIFFERENT",
               static_cast<long long>(comparison.wrong), comparison.max_abs_diff);
   report["bitwise_equal_to_ddp"] = comparison.bitwise_equal;
   report["max_diff_to_ddp"] = comparison.max_abs_diff;

@@ -62,6 +62,16 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "cpu: parameter shards in host memory, copied up for each gather (stage 3); overrides "
                      "zero_optimization.offload_param.device")
       ->check(CLI::IsMember({"none", "cpu"}));
+  command.add_option("--shard-group", options.shard_group,
+                     "HSDP: shard over blocks of G consecutive ranks and replicate across the W/G blocks (gradients "
+                     "reduce-scattered in the block, all-reduced across blocks; stage 3, G divides --ranks); "
+                     "overrides zero_optimization.mics_shard_size")
+      ->check(CLI::Range(1, 1 << 16));
+  command.add_option("--hpz", options.hpz_group,
+                     "ZeRO++ hpZ: shard over all ranks and keep a secondary copy over blocks of G ranks that "
+                     "backward gathers from (stage 3, G divides --ranks); overrides "
+                     "zero_optimization.zero_hpz_partition_size")
+      ->check(CLI::Range(1, 1 << 16));
   command.add_option("--micro-batch", options.micro_batch_size, "examples per rank per micro-step")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   command.add_option("--gas", options.gradient_accumulation_steps, "gradient accumulation steps")
@@ -128,7 +138,8 @@ TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::s
   if (options.lr) config.adamw.lr = static_cast<float>(*options.lr);
   if (options.bf16) config.bf16 = true;
   apply_lever_flags({.zero_stage = options.zero_stage, .checkpoint_activations = options.checkpoint_activations,
-                     .offload_optimizer = options.offload_optimizer, .offload_param = options.offload_param},
+                     .offload_optimizer = options.offload_optimizer, .offload_param = options.offload_param,
+                     .shard_group = options.shard_group, .hpz_group = options.hpz_group},
                     options.config_path, config);
   return config;
 }
@@ -152,6 +163,19 @@ Device train_device(const TrainOptions& options) {
   return device;
 }
 
+void check_hierarchical_sharding(const TrainOptions& options, const TrainConfig& config) {
+  const std::string source = options.config_path.empty() ? std::string("the flags") : options.config_path + " with the flags";
+  // Under a launcher the world is the launcher's: the engine checks it there, as every rank starts.
+  if (options.backend == "sim") check_group_sizes(config, options.ranks, source);
+  if (config.zero.shard_group_size > 0 && config.zero.shard_group_size < options.ranks &&
+      !options.save_checkpoint.empty()) {
+    throw InputError("--save-checkpoint with /zero_optimization/mics_shard_size " +
+                     std::to_string(config.zero.shard_group_size) + " (" + source + "): checkpoints of hierarchical "
+                     "sharding are not written yet (a checkpoint holds one shard per world rank; an HSDP rank holds "
+                     "its block's); --load-checkpoint works");
+  }
+}
+
 std::string lever_lines(const TrainConfig& config, const BuiltModel& built) {
   std::string out;
   const std::vector<std::string> checkpointed = checkpointed_names(built, config.checkpoint_modules);
@@ -166,6 +190,14 @@ std::string lever_lines(const TrainConfig& config, const BuiltModel& built) {
     out += std::string("  offload: optimizer state ") + offload_device_name(config.zero.offload_optimizer) +
            ", parameter shards " + offload_device_name(config.zero.offload_param) +
            " (host memory; copies counted per step)\n";
+  }
+  if (config.zero.shard_group_size > 0) {
+    out += "  HSDP: sharded over blocks of " + std::to_string(config.zero.shard_group_size) +
+           " ranks, replicated across blocks (gradients reduce-scattered in the block, all-reduced across)\n";
+  }
+  if (config.zero.hpz_group_size > 1) {
+    out += "  hpZ: sharded over the world, a secondary copy over blocks of " + std::to_string(config.zero.hpz_group_size) +
+           " ranks that backward gathers from\n";
   }
   return out;
 }
@@ -184,6 +216,8 @@ std::string replay_command(const TrainOptions& options) {
   if (options.checkpoint_activations) command << " --checkpoint-activations " << *options.checkpoint_activations;
   if (options.offload_optimizer) command << " --offload-optimizer " << *options.offload_optimizer;
   if (options.offload_param) command << " --offload-param " << *options.offload_param;
+  if (options.shard_group) command << " --shard-group " << *options.shard_group;
+  if (options.hpz_group) command << " --hpz " << *options.hpz_group;
   if (options.micro_batch_size) command << " --micro-batch " << *options.micro_batch_size;
   if (options.gradient_accumulation_steps) command << " --gas " << *options.gradient_accumulation_steps;
   if (options.lr) command << " --lr " << *options.lr;

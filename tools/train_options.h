@@ -28,6 +28,8 @@ struct TrainOptions {
   std::optional<std::string> checkpoint_activations;
   std::optional<std::string> offload_optimizer;  // "none" | "cpu": zero_optimization.offload_optimizer.device
   std::optional<std::string> offload_param;      // "none" | "cpu": zero_optimization.offload_param.device
+  std::optional<int> shard_group;  // HSDP block size: zero_optimization.mics_shard_size
+  std::optional<int> hpz_group;    // hpZ block size: zero_optimization.zero_hpz_partition_size
   std::optional<int64_t> micro_batch_size;
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<double> lr;
@@ -58,6 +60,9 @@ void add_simulated_device_option(CLI::App& command, std::string& device);
 Device simulated_device(const std::string& text);
 // The config file (if any) with the command-line overrides applied; warnings for unused keys.
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
+// Hierarchical sharding against the run: the group sizes against --ranks where the world is known
+// before the ranks start (sim), and no checkpoint save under HSDP (not written yet). InputError.
+void check_hierarchical_sharding(const TrainOptions& options, const TrainConfig& config);
 // The banner's lines for the memory levers in use (checkpointed modules, offload), "" for none.
 std::string lever_lines(const TrainConfig& config, const BuiltModel& built);
 // `zero3 train ...` reproducing this run exactly.

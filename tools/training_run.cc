@@ -381,6 +381,7 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   BuiltModel built = initialized_model(options, config);
   // Names the model does not have are refused here, once, before any rank starts.
   (void)select_modules(*built.model, checkpointed_names(built, config.checkpoint_modules), kCheckpointModulesKey);
+  check_hierarchical_sharding(options, config);
   print_banner(options, config, built);
 
   const TrainingBackend& backend = training_backend(options.backend);

@@ -33,7 +33,7 @@ const char* color_of(const std::string& category) {
   return "#00897b";
 }
 
-const char* kCategoryColors[] = {"#1565c0", "#90caf9", "#ef6c00", "#ffcc80", "#2e7d32", "#ab47bc", "#78909c"};
+const char* kCategoryColors[] = {"#1565c0", "#90caf9", "#ef6c00", "#ffcc80", "#2e7d32", "#ab47bc", "#78909c", "#64b5f6"};
 
 std::string escape(const std::string& text) {
   std::string out;

@@ -147,4 +147,16 @@ std::string split_group_name(int color, const std::vector<int>& world_ranks) {
   return text + ")";
 }
 
+std::unique_ptr<Communicator> Communicator::split_block(int block_size, const CallSite& site) {
+  ZERO3_CHECK(block_size >= 1 && world() % block_size == 0,
+              "blocks of " + std::to_string(block_size) + " ranks in a world of " + std::to_string(world()));
+  return split(rank() / block_size, rank(), site);
+}
+
+std::unique_ptr<Communicator> Communicator::split_across_blocks(int block_size, const CallSite& site) {
+  ZERO3_CHECK(block_size >= 1 && world() % block_size == 0,
+              "blocks of " + std::to_string(block_size) + " ranks in a world of " + std::to_string(world()));
+  return split(rank() % block_size, rank(), site);
+}
+
 }  // namespace zero3

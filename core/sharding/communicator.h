@@ -55,7 +55,14 @@
 //     outermost (world) communicator in group-rank order, so that a mismatch inside a group says
 //     which ranks diverged (NCCL, which cannot list the members cheaply, names the group's size
 //     and this rank's world rank instead).
-// The symmetric replay does not offer groups yet (its split throws InputError).
+// The symmetric replay offers only split_block() and split_across_blocks() (below), whose groups it
+// knows from the sizes; its split() throws InputError.
+//
+// Hierarchical sharding's reduction tree (HSDP, mics_shard_size G): a gradient is reduce-scattered
+// inside each block of G ranks, summed in block-rank order, then all-reduced across the W/G blocks
+// in block order: sum over b of (sum over q of rank b*G+q), each sum rounded to f32 as it goes.
+// That is another order of float additions than the flat rank order (they agree for G = 1 and
+// G = W), so HSDP's oracle is DDP reduced over the same tree, and flat DDP only within tolerance.
 // The parent stays usable; a group communicator must not outlive its parent's backend (the
 // simulated world, the MPI session, the NCCL communicator it was split from).
 //
@@ -144,6 +151,13 @@ class Communicator {
   // A communicator over this rank's group (see "Process groups" above): a collective over this
   // communicator, which every one of its ranks calls.
   virtual std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) = 0;
+  // Hierarchical sharding's two groups over blocks of `block_size` consecutive ranks (a node, when
+  // the block is its GPUs), both ordered by rank: the block holding this rank (color rank / size)
+  // and the ranks at this rank's place in every block (color rank % size), one from each block.
+  // split() underneath; the symmetric replay, whose one representative cannot see the other ranks'
+  // colors, answers them from the sizes alone. Both are collectives over this communicator.
+  virtual std::unique_ptr<Communicator> split_block(int block_size, const CallSite& site);
+  virtual std::unique_ptr<Communicator> split_across_blocks(int block_size, const CallSite& site);
 
   // recv.numel() must be send.numel() * world().
   virtual std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) = 0;

@@ -16,6 +16,7 @@ const char* memory_category_name(MemoryCategory category) {
     case MemoryCategory::optimizer_state: return "optimizer_state";
     case MemoryCategory::activation: return "activation";
     case MemoryCategory::comm_buffer: return "comm_buffer";
+    case MemoryCategory::secondary_param_shard: return "secondary_param_shard";
     case MemoryCategory::host_param_shard: return "host_param_shard";
     case MemoryCategory::host_optimizer_state: return "host_optimizer_state";
   }

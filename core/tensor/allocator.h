@@ -20,11 +20,12 @@ enum class MemoryCategory : uint8_t {
   optimizer_state,  // f32 master weights and AdamW moments
   activation,       // tensors saved for backward, and the step's micro-step losses
   comm_buffer,      // staging buffers of collectives
+  secondary_param_shard,  // hpZ: shards of gathered parameters over the rank's block, for backward
   // Host memory (ZeRO-Offload): counted apart, never in a device total.
   host_param_shard,      // offload_param: this rank's parameter partition in host memory
   host_optimizer_state,  // offload_optimizer: f32 master weights and AdamW moments in host memory
 };
-inline constexpr int kMemoryCategoryCount = 9;
+inline constexpr int kMemoryCategoryCount = 10;
 const char* memory_category_name(MemoryCategory category);
 bool is_host_memory(MemoryCategory category);
 

@@ -209,7 +209,6 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"/zero_optimization", "allgather_sequential", not_used, "zero3 coalesces gathers into id-ordered buckets"},
     {"/zero_optimization", "stage3_allgather_sequential", not_used, "zero3 coalesces gathers into id-ordered buckets"},
     {"/zero_optimization", "ignore_unused_parameters", not_used, "parameters without a gradient are reduced as zeros"},
-    {"/zero_optimization", "zero_hpz_partition_size", not_built_yet, "every shard spans all ranks"},
     {"/zero_optimization", "zero_quantized_weights", not_used, kUnquantized},
     {"/zero_optimization", "zero_quantized_nontrainable_weights", not_used, kUnquantized},
     {"/zero_optimization", "zero_quantized_gradients", not_used, kUnquantized},
@@ -222,8 +221,7 @@ constexpr DeepSpeedKey kUnreadKeys[] = {
     {"/zero_optimization", "enable_sanity_checks", not_used, "zero3 checks every parameter state change, always"},
     {"/zero_optimization", "save_muon_momentum_buffer_in_memory", not_used, "zero3 runs AdamW only, no Muon"},
     {"/zero_optimization", "leaf_module", not_used, "zero3 reads zero3_leaf_modules: module types or dotted names"},
-    {"/zero_optimization", "mics_shard_size", removed_by_deepspeed, "every shard spans all ranks"},
-    {"/zero_optimization", "mics_hierarchical_params_gather", removed_by_deepspeed, "every shard spans all ranks"},
+    {"/zero_optimization", "mics_hierarchical_params_gather", removed_by_deepspeed, "mics_shard_size gathers inside its block, one level"},
     {"/zero_optimization", "zeropp_loco_param", removed_by_deepspeed, kUnquantized},
 
     // zero_optimization.offload_optimizer and offload_param: zero3 reads "device" only.

@@ -43,7 +43,8 @@ void finish_accumulation(Kernels& kernels, Tensor& accum, int64_t gradient_accum
 // The canonical global gradient norm: each rank r sums the squares of the gradient elements it
 // owns (parameters in id order, its shard range of each, in double), rounds that partial to f32,
 // and the partials are added in rank order in f32 (the all-reduce). A run at world size W uses
-// W partials whether or not it is sharded. The kernels compute a partial
+// W partials whether or not it is sharded; under HSDP (shard_group_size G < W) every block holds the
+// whole gradient, so the norm is its G partials, added in block-rank order. The kernels compute a partial
 // (Kernels::sum_of_squares_into); sum_of_squares is the same sum over host values, for tests.
 double sum_of_squares(std::span<const float> values);
 float clip_coefficient(float grad_norm, float max_norm);  // 1 when clipping is off or not needed

@@ -40,6 +40,12 @@ ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, Re
     : model_(model), config_(config), options_(options),
       kernels_(options.kernels ? *options.kernels : cpu_kernels()) {
   if (options_.comm) options_.global_ranks = options_.comm->world();
+  const int block = config_.zero.shard_group_size;
+  if (options_.comm && block > 0 && block < options_.comm->world()) {
+    const CallSite setup{.module = "", .params = {}, .step = -1, .phase = "setup"};
+    block_ = options_.comm->split_block(block, setup);
+    across_blocks_ = options_.comm->split_across_blocks(block, setup);
+  }
   for (const Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined() && !param->data.is_meta(), "initialise '" + param->name() + "' before training");
     // The model was initialised on the host; the trainer's copy lives on its device.
@@ -165,9 +171,7 @@ void ReplicatedTrainer::reduce_parameter(Context& ctx, const Parameter& param, i
                   : grad.defined() ? cast(kernels_, grad, DType::f32)
                                    : device_zeros(kernels_, param.shape());
   if (options_.comm) {
-    options_.comm->all_reduce(summed, ReduceOp::sum,
-                              {.module = param.owner().name(), .params = {param.name()}, .step = step,
-                               .phase = "backward"});
+    all_reduce_sum(summed, {.module = param.owner().name(), .params = {param.name()}, .step = step, .phase = "backward"});
   }
   accumulate_average(ctx.kernels(), grad_accum_[static_cast<size_t>(param.id())], summed, world());
 }
@@ -190,10 +194,7 @@ void ReplicatedTrainer::reduce_bucket(Context& ctx, const std::vector<const Para
   }
   // Each element is summed over ranks in rank order wherever it sits in the buffer, so one
   // all-reduce per bucket equals one per parameter bit for bit.
-  if (options_.comm) {
-    options_.comm->all_reduce(packed, ReduceOp::sum,
-                              {.module = "", .params = std::move(names), .step = step, .phase = "backward"});
-  }
+  if (options_.comm) all_reduce_sum(packed, {.module = "", .params = std::move(names), .step = step, .phase = "backward"});
   offset = 0;
   for (const Parameter* param : bucket) {
     Tensor summed = device_uninitialized(kernels_, param->shape());
@@ -203,13 +204,26 @@ void ReplicatedTrainer::reduce_bucket(Context& ctx, const std::vector<const Para
   }
 }
 
+void ReplicatedTrainer::all_reduce_sum(Tensor& buffer, const CallSite& site) {
+  if (!block_) {
+    options_.comm->all_reduce(buffer, ReduceOp::sum, site);
+    return;
+  }
+  block_->all_reduce(buffer, ReduceOp::sum, site);
+  across_blocks_->all_reduce(buffer, ReduceOp::sum, site);
+}
+
+int ReplicatedTrainer::norm_partials() const { return block_ ? block_->world() : world(); }
+
 float ReplicatedTrainer::global_grad_norm() {
-  // The canonical norm (optimizer.h): one f32 partial per rank of the world, added in rank order.
-  Tensor partials = device_zeros(kernels_, {world()});
-  for (int rank = 0; rank < world(); ++rank) {
+  // The canonical norm (optimizer.h): one f32 partial per rank of the world (HSDP: of a block, as
+  // every block holds the whole gradient), added in rank order.
+  const int partials_count = norm_partials();
+  Tensor partials = device_zeros(kernels_, {partials_count});
+  for (int rank = 0; rank < partials_count; ++rank) {
     std::vector<TensorRange> parts;
     for (const Tensor& grad : grad_accum_) {
-      const ShardRange range = shard_range(grad.numel(), world(), rank);
+      const ShardRange range = shard_range(grad.numel(), partials_count, rank);
       parts.push_back({&grad, range.begin, range.begin + range.owned()});
     }
     kernels_.sum_of_squares_into(parts, partials, rank);

@@ -3,10 +3,14 @@
 // DDP reference — the oracle the ZeRO-3 engine must equal bit for bit — where each rank trains on
 // its own data shard and gradients are all-reduced (summed in rank order) per parameter in id order,
 // or, with allreduce_bucket_bytes, packed into buckets as PyTorch DDP does (the same sums, bit for bit).
+// With config.zero.shard_group_size G (0 < G < W) it is HSDP's oracle, DDP reduced over HSDP's tree
+// (communicator.h): each gradient all-reduced inside its block of G ranks, then across the blocks,
+// and the norm made of G partials as a block's ranks hold them. G = W is the flat DDP above.
 //
 //   ReplicatedTrainer trainer(*built.model, config, {.global_ranks = 4});
 //   for (int64_t step = 0; step < steps; ++step) StepStats stats = trainer.train_step(ctx, *built.data, step);
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "core/tensor/allocator.h"
@@ -59,6 +63,9 @@ class ReplicatedTrainer : public Trainer {
   void reduce_gradients(Context& ctx, int64_t step);
   void reduce_parameter(Context& ctx, const Parameter& param, int64_t step);
   void reduce_bucket(Context& ctx, const std::vector<const Parameter*>& bucket, int64_t step);
+  // The sum over every rank: flat, or over HSDP's tree.
+  void all_reduce_sum(Tensor& buffer, const CallSite& site);
+  int norm_partials() const;  // the canonical norm's partials: G under HSDP, else the world
   double mean_loss(int64_t step);
   float global_grad_norm();
   std::vector<OptimizerSlot> host_copies(const std::vector<OptimizerSlot>& slots) const;
@@ -71,6 +78,9 @@ class ReplicatedTrainer : public Trainer {
   std::vector<Tensor> grad_accum_;       // f32, by parameter id
   std::vector<std::vector<const Parameter*>> allreduce_buckets_;  // id order; one per all-reduce
   Kernels& kernels_;
+  // HSDP's tree (null for flat DDP): this rank's block, and one rank of each block.
+  std::unique_ptr<Communicator> block_;
+  std::unique_ptr<Communicator> across_blocks_;
   Tensor micro_losses_;                  // f32 [gradient_accumulation_steps] on the device
 };
 

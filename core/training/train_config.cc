@@ -1,6 +1,7 @@
 // DeepSpeed-style config parsing with range checks and unknown-key warnings.
 #include "core/training/train_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
@@ -50,7 +51,7 @@ const std::vector<std::string> kZeroKeys = {
     "stage", "stage3_prefetch_bucket_size", "prefetch_bucket_size", "stage3_max_live_parameters",
     "max_live_parameters", "stage3_max_reuse_distance", "max_reuse_distance", "stage3_param_persistence_threshold",
     "param_persistence_threshold", "reduce_bucket_size", "overlap_comm", "zero3_placeholder_policy",
-    "zero3_leaf_modules", "offload_optimizer", "offload_param"};
+    "zero3_leaf_modules", "offload_optimizer", "offload_param", "mics_shard_size", "zero_hpz_partition_size"};
 const std::vector<std::string> kOffloadKeys = {"device"};
 const std::vector<std::string> kCheckpointingKeys = {"zero3_modules"};
 const std::vector<std::string> kOptimizerKeys = {"type", "params"};
@@ -136,6 +137,15 @@ void parse_zero(const JsonReader& zero_json, TrainConfig& config, std::vector<st
   }
   parse_offload(zero_json, "offload_optimizer", zero.offload_optimizer, warnings);
   parse_offload(zero_json, "offload_param", zero.offload_param, warnings);
+  // DeepSpeed's "off" values: mics_shard_size -1, zero_hpz_partition_size 1 (0 is read as 1 too).
+  if (zero_json.has("mics_shard_size")) {
+    const int64_t size = zero_json.at("mics_shard_size").as_int(-1, 1 << 20);
+    if (size == 0) zero_json.at("mics_shard_size").fail("a group size of at least 1, or -1 for no groups");
+    zero.shard_group_size = size < 0 ? 0 : static_cast<int>(size);
+  }
+  if (zero_json.has("zero_hpz_partition_size")) {
+    zero.hpz_group_size = std::max(1, static_cast<int>(zero_json.at("zero_hpz_partition_size").as_int(0, 1 << 20)));
+  }
 }
 
 void parse_checkpointing(const JsonReader& section, TrainConfig& config, std::vector<std::string>* warnings) {
@@ -276,6 +286,8 @@ void apply_lever_flags(const LeverFlags& flags, const std::string& config_path, 
   auto device = [](const std::string& text) { return text == "cpu" ? OffloadDevice::cpu : OffloadDevice::none; };
   if (flags.offload_optimizer) config.zero.offload_optimizer = device(*flags.offload_optimizer);
   if (flags.offload_param) config.zero.offload_param = device(*flags.offload_param);
+  if (flags.shard_group) config.zero.shard_group_size = *flags.shard_group;
+  if (flags.hpz_group) config.zero.hpz_group_size = *flags.hpz_group;
   check_lever_combinations(config, config_path.empty() ? std::string("the flags") : config_path + " with the flags");
 }
 
@@ -292,6 +304,31 @@ void check_lever_combinations(const TrainConfig& config, const std::string& sour
     throw InputError(source + ": /zero_optimization/offload_optimizer/device: \"cpu\" needs stage 1, 2 or 3 "
                      "(stage 0 is DDP: every rank steps the whole optimizer state itself)");
   }
+}
+
+void check_group_sizes(const TrainConfig& config, int world, const std::string& source) {
+  const ZeroConfig& zero = config.zero;
+  const std::string world_text = "the world size " + std::to_string(world) + " (ranks)";
+  if (zero.shard_group_size > 0 && zero.hpz_group_size > 1) {
+    throw InputError(source + ": /zero_optimization/mics_shard_size (" + std::to_string(zero.shard_group_size) +
+                     ") and /zero_optimization/zero_hpz_partition_size (" + std::to_string(zero.hpz_group_size) +
+                     ") together: choose one (HSDP shards inside a block; hpZ shards over the world and keeps a "
+                     "secondary copy inside a block)");
+  }
+  auto check = [&](const char* key, int size) {
+    const std::string where = source + ": /zero_optimization/" + key + " = " + std::to_string(size);
+    if (zero.stage != 3) {
+      throw InputError(where + " needs stage 3 (stage " + std::to_string(zero.stage) +
+                       " keeps the parameters whole on every rank, so there is no shard to place in a group)");
+    }
+    if (size > world) throw InputError(where + " exceeds " + world_text + ": a group is at most the world");
+    if (world % size != 0) {
+      throw InputError(where + " does not divide " + world_text +
+                       ": groups are blocks of consecutive ranks, every block of the same size");
+    }
+  };
+  if (zero.shard_group_size > 0) check("mics_shard_size", zero.shard_group_size);
+  if (zero.hpz_group_size > 1) check("zero_hpz_partition_size", zero.hpz_group_size);
 }
 
 TrainConfig load_train_config(const std::string& path, std::vector<std::string>* warnings) {
@@ -325,7 +362,9 @@ nlohmann::json train_config_to_json(const TrainConfig& config) {
         {"zero3_placeholder_policy", placeholder_policy_name(zero.placeholder)},
         {"zero3_leaf_modules", zero.leaf_modules},
         {"offload_optimizer", {{"device", offload_device_name(zero.offload_optimizer)}}},
-        {"offload_param", {{"device", offload_device_name(zero.offload_param)}}}}},
+        {"offload_param", {{"device", offload_device_name(zero.offload_param)}}},
+        {"mics_shard_size", zero.shard_group_size > 0 ? zero.shard_group_size : -1},
+        {"zero_hpz_partition_size", zero.hpz_group_size}}},
       {"activation_checkpointing", {{"zero3_modules", config.checkpoint_modules}}},
   };
 }

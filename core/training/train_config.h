@@ -44,6 +44,18 @@ struct ZeroConfig {
   // runs on the host, and every crossing is a counted host<->device copy.
   OffloadDevice offload_optimizer = OffloadDevice::none;
   OffloadDevice offload_param = OffloadDevice::none;
+  // Hierarchical sharding over blocks of consecutive ranks (a node when the block is its GPUs),
+  // stage 3 only, at most one of the two:
+  //   shard_group_size G (mics_shard_size, --shard-group): HSDP / MiCS. Parameters, gradients and
+  //     optimizer state are sharded over the G ranks of a block and replicated across the W/G
+  //     blocks; gradients are reduce-scattered in the block, then all-reduced across blocks.
+  //     0 (DeepSpeed's -1): one block of the whole world, flat ZeRO-3.
+  //   hpz_group_size G (zero_hpz_partition_size, --hpz): ZeRO++ hpZ. Everything is sharded over
+  //     the world as in flat ZeRO-3; a parameter gathered in a step also keeps a secondary shard
+  //     over its block, which backward gathers from inside the block. 1 (or 0): no secondary copy.
+  int shard_group_size = 0;
+  int hpz_group_size = 1;
+  bool hierarchical() const { return (shard_group_size > 0) || hpz_group_size > 1; }
 };
 
 // Where a setting came from: callers that have their own default for it (replay takes the trace's
@@ -81,6 +93,9 @@ nlohmann::json train_config_to_json(const TrainConfig& config);
 // stage 3, offload_optimizer at stage 0. InputError naming `source`, the key and why. Not part of
 // the parse: a flag (--zero) may still change the stage.
 void check_lever_combinations(const TrainConfig& config, const std::string& source);
+// The group sizes against the world: each must divide `world` (so every block has G ranks) and
+// needs stage 3; at most one of the two. InputError naming `source`, the key and the world size.
+void check_group_sizes(const TrainConfig& config, int world, const std::string& source);
 // The levers' flags, as train and replay both take them (--zero, --checkpoint-activations a,b,
 // --offload-optimizer none|cpu, --offload-param none|cpu); an unset one leaves the config's value.
 struct LeverFlags {
@@ -88,6 +103,8 @@ struct LeverFlags {
   std::optional<std::string> checkpoint_activations;
   std::optional<std::string> offload_optimizer;
   std::optional<std::string> offload_param;
+  std::optional<int> shard_group;  // --shard-group G: zero_optimization.mics_shard_size
+  std::optional<int> hpz_group;    // --hpz G: zero_optimization.zero_hpz_partition_size
 };
 // Applies them, then check_lever_combinations naming `config_path` (or the flags alone).
 void apply_lever_flags(const LeverFlags& flags, const std::string& config_path, TrainConfig& config);

@@ -122,10 +122,10 @@ TEST(TrainConfig, OriginsSayWhichSettingsTheFileGave) {
 TEST(TrainConfig, UnreadKeysGetAdviceATypoItsKeyAndADeepSpeedKeyWhatZero3DoesInstead) {
   std::vector<std::string> warnings;
   parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"stage3_param_persitence_threshold": 10,
-      "zero_hpz_partition_size": 8}})"), "ds_config.json", &warnings);
+      "zero_quantized_weights": true}})"), "ds_config.json", &warnings);
   ASSERT_EQ(warnings.size(), 2u);  // in the JSON object's key order
   EXPECT_NE(warnings[0].find("did you mean stage3_param_persistence_threshold?"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[1].find("is a DeepSpeed key zero3 does not implement yet"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[1].find("is a DeepSpeed key zero3 does not use"), std::string::npos) << warnings[1];
 }
 
 TEST(TrainConfig, ReadsEachStage3SettingUnderEitherOfDeepSpeedsNames) {
@@ -200,6 +200,56 @@ TEST(TrainConfig, CombinationsDeepSpeedRefusesAreInputErrorsNamingTheKey) {
   EXPECT_NO_THROW(check_lever_combinations(config, "ds_config.json"));
   config.zero.stage = 0;
   EXPECT_THROW(check_lever_combinations(config, "ds_config.json"), InputError);
+}
+
+TEST(TrainConfig, ReadsTheGroupSizesUnderDeepSpeedsNamesWithTheirOffValues) {
+  std::vector<std::string> warnings;
+  const TrainConfig defaults = parse_train_config(nlohmann::json::object(), "c", &warnings);
+  EXPECT_EQ(defaults.zero.shard_group_size, 0);
+  EXPECT_EQ(defaults.zero.hpz_group_size, 1);
+  const TrainConfig hsdp = parse_train_config(
+      nlohmann::json::parse(R"({"zero_optimization": {"mics_shard_size": 8}})"), "c", &warnings);
+  EXPECT_EQ(hsdp.zero.shard_group_size, 8);
+  const TrainConfig off = parse_train_config(
+      nlohmann::json::parse(R"({"zero_optimization": {"mics_shard_size": -1, "zero_hpz_partition_size": 0}})"), "c",
+      &warnings);
+  EXPECT_EQ(off.zero.shard_group_size, 0);
+  EXPECT_EQ(off.zero.hpz_group_size, 1);
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_NE(error_of(nlohmann::json::parse(R"({"zero_optimization": {"mics_shard_size": 0}})")).find(
+                "/zero_optimization/mics_shard_size"),
+            std::string::npos);
+  // Written back as read: the round trip keeps them.
+  std::vector<std::string> none;
+  const TrainConfig again = parse_train_config(train_config_to_json(hsdp), "c", &none);
+  EXPECT_EQ(again.zero.shard_group_size, 8);
+  EXPECT_TRUE(none.empty());
+}
+
+TEST(TrainConfig, GroupSizesMustDivideTheWorldNeedStageThreeAndComeOneAtATime) {
+  TrainConfig config;
+  const auto message = [&](int world) {
+    try {
+      check_group_sizes(config, world, "ds.json");
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string();
+  };
+  config.zero.shard_group_size = 4;
+  EXPECT_EQ(message(8), "");
+  EXPECT_NE(message(6).find("ds.json: /zero_optimization/mics_shard_size = 4 does not divide the world size 6"),
+            std::string::npos) << message(6);
+  EXPECT_NE(message(2).find("exceeds the world size 2"), std::string::npos) << message(2);
+  config.zero.stage = 2;
+  EXPECT_NE(message(8).find("needs stage 3"), std::string::npos) << message(8);
+  config.zero.stage = 3;
+  config.zero.hpz_group_size = 2;
+  EXPECT_NE(message(8).find("choose one"), std::string::npos) << message(8);
+  config.zero.shard_group_size = 0;
+  EXPECT_EQ(message(8), "");
+  EXPECT_NE(message(3).find("/zero_optimization/zero_hpz_partition_size = 2 does not divide the world size 3"),
+            std::string::npos) << message(3);
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ constexpr BugInfo kBugs[] = {
     {"recompute-without-gather", "a checkpointed module's recompute in backward skips the gathers of the modules inside it"},
     {"offload-update-not-copied-up", "under offload_optimizer the host master is updated but the shard ranks gather from is not"},
     {"stale-replica-after-step", "the all-gather that refreshes persistent (stage 1/2: all) parameters after the step is skipped"},
+    {"hsdp-cross-block-skipped", "HSDP reduces gradients inside each block of mics_shard_size ranks but not across blocks"},
+    {"hsdp-average-over-block", "HSDP averages reduced gradients over the block's ranks instead of the world's"},
+    {"hpz-secondary-kept-after-step", "hpZ's secondary shards survive the optimizer step: backward gathers pre-step weights"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

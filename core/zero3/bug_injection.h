@@ -72,6 +72,19 @@ enum class Bug : uint8_t {
   // (DeepSpeed's stage 1/2 step ends with that all-gather), or a persistent ZeRO-3 parameter left
   // as it was gathered.
   stale_replica_after_step,
+  // HSDP (mics_shard_size): the gradient is reduce-scattered inside the block but the all-reduce
+  // across blocks is skipped, so each block steps on its own data only and the replicas drift
+  // apart: the hybrid-sharding class where training reaches a worse loss than full sharding
+  // (pytorch/pytorch#140183) with nothing failing.
+  hsdp_cross_block_skipped,
+  // HSDP: the reduced gradient is averaged over the G ranks of a block instead of the W ranks of
+  // the world (the divisor of a flat reduce-scatter over the shard group), so every gradient is
+  // W/G times too large.
+  hsdp_average_over_block,
+  // hpZ (zero_hpz_partition_size): the secondary shards kept for backward's gathers are not
+  // dropped after the optimizer step, so the next step's backward gathers the weights from
+  // before the step while its forward used the new ones.
+  hpz_secondary_kept_after_step,
   count_,
 };
 

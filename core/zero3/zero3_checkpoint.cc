@@ -9,6 +9,12 @@
 namespace zero3 {
 
 std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
+  // A checkpoint holds one shard per world rank; an HSDP rank holds a block's shard, which is not
+  // one of them. Refused before anything is written (training_run checks the flags up front).
+  if (shard_block_) {
+    throw InputError("checkpoints of hierarchical sharding (zero_optimization.mics_shard_size " +
+                     std::to_string(config_.zero.shard_group_size) + ") are not written yet; save without it");
+  }
   std::vector<OptimizerSlot> shards;
   for (const auto& state : states_) {
     const auto host = [&](const Tensor& tensor) {
@@ -29,7 +35,7 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
   const EngineCounters before = counters_;  // placing loaded state is not a step's traffic
   for (size_t id = 0; id < states_.size(); ++id) {
     ParamState& state = *states_[id];
-    const int64_t ps = shard_numel(state.numel, comm_.world());
+    const int64_t ps = shard_numel(state.numel, shard_world());
     const OptimizerSlot& loaded = shards[id];
     ZERO3_CHECK(loaded.master.numel() == ps && loaded.exp_avg.numel() == ps && loaded.exp_avg_sq.numel() == ps,
                 "loaded shard of '" + state.param->name() + "' must hold shard_numel elements");
@@ -51,13 +57,14 @@ void Zero3Engine::load_shard_state(Context& ctx, const std::vector<OptimizerSlot
     ZERO3_CHECK(state.status != ParamStatus::inflight, "'" + state.param->name() + "' is in flight");
     // A gathered copy holds the old value; releasing it makes the next use gather the new one.
     if (state.status == ParamStatus::available) release(ctx, state, model_.root());
+    drop_secondary(state);
   }
   counters_.device_to_host_bytes = before.device_to_host_bytes;
   counters_.host_to_device_bytes = before.host_to_device_bytes;
 }
 
 void Zero3Engine::load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) {
-  load_shard_state(ctx, zero3::shard_state(full, comm_.world(), comm_.rank()));
+  load_shard_state(ctx, zero3::shard_state(full, shard_world(), shard_comm().rank()));
 }
 
 }  // namespace zero3

@@ -20,7 +20,18 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     : model_(model), comm_(comm), allocator_(allocator), kernels_(kernels), config_(config), bugs_(bugs),
       compute_dtype_(config.bf16 ? DType::bf16 : DType::f32),
       device_(model.device().kind == DeviceKind::meta ? Device::meta : kernels.device()) {
-  const int world = comm_.world();
+  check_group_sizes(config_, comm_.world(), "the engine's config");
+  const CallSite setup{.module = "", .params = {}, .step = -1, .phase = "setup"};
+  // A block of the whole world is flat ZeRO-3: nothing to split, the same collectives as ever.
+  if (config_.zero.shard_group_size > 0 && config_.zero.shard_group_size < comm_.world()) {
+    shard_block_ = comm_.split_block(config_.zero.shard_group_size, setup);
+    across_blocks_ = comm_.split_across_blocks(config_.zero.shard_group_size, setup);
+  }
+  if (config_.zero.hpz_group_size > 1 && config_.zero.hpz_group_size < comm_.world()) {
+    hpz_block_ = comm_.split_block(config_.zero.hpz_group_size, setup);
+  }
+  const int world = shard_comm().world();
+  const int shard_rank = shard_comm().rank();
   for (Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");
     if (param->data.is_meta()) device_ = Device::meta;
@@ -29,9 +40,9 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     state->numel = param->numel();
     // The model was initialised on the host; this rank's part of it moves to the device.
     Tensor host_shard =
-        make_shard(cpu_kernels(), param->data.to_dtype(DType::f32).reshape({param->numel()}), world, comm_.rank());
+        make_shard(cpu_kernels(), param->data.to_dtype(DType::f32).reshape({param->numel()}), world, shard_rank);
     if (bugs_.on(Bug::padding_uninitialized) && !host_shard.is_meta()) {
-      const int64_t owned = shard_range(param->numel(), world, comm_.rank()).owned();
+      const int64_t owned = shard_range(param->numel(), world, shard_rank).owned();
       cpu_kernels().fill_range(host_shard, owned, host_shard.numel() - owned, 3.0f + static_cast<float>(comm_.rank()));
     }
     state->frozen = !param->requires_grad();
@@ -176,28 +187,56 @@ void Zero3Engine::refresh_shard(ParamState& state) {
   }
 }
 
+// ---- hpZ's secondary shards ------------------------------------------------------------------
+
+void Zero3Engine::keep_secondary(ParamState& state) {
+  // A persistent parameter stays gathered: backward never gathers it, so it needs no second copy.
+  if (!hpz_block_ || state.persistent || state.secondary.defined()) return;
+  const int64_t elements = shard_numel(state.numel, hpz_block_->world());
+  state.secondary = make_shard(kernels_, state.full.reshape({state.numel}), hpz_block_->world(), hpz_block_->rank());
+  allocator_.acquire(MemoryCategory::secondary_param_shard, elements * dtype_bytes(compute_dtype_),
+                     state.param->name());
+}
+
+bool Zero3Engine::gathers_from_secondary(const std::vector<ParamState*>& params) const {
+  // Backward's gathers (a checkpointed module's recompute too) stay inside the block, as ZeRO++'s
+  // do; a bucket with a parameter not gathered yet this step takes the world's gather.
+  if (!hpz_block_ || phase_ != EnginePhase::backward) return false;
+  return std::all_of(params.begin(), params.end(), [](const ParamState* state) { return state->secondary.defined(); });
+}
+
+void Zero3Engine::drop_secondary(ParamState& state) {
+  if (!state.secondary.defined()) return;
+  state.secondary = Tensor();
+  allocator_.release(MemoryCategory::secondary_param_shard,
+                     shard_numel(state.numel, hpz_block_->world()) * dtype_bytes(compute_dtype_));
+}
+
 // ---- gathering and releasing ------------------------------------------------------------------
 
 void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& params) {
   check_gather_bucket_order(module, params);
   std::vector<BucketEntry> entries;
   for (const ParamState* state : params) entries.push_back({.param_id = state->param->id(), .numel = state->numel});
-  auto pending = std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm_.world()), params, {}, {}, {}});
+  const bool from_secondary = gathers_from_secondary(params);
+  Communicator& comm = from_secondary ? *hpz_block_ : shard_comm();
+  auto pending =
+      std::make_unique<PendingGather>(PendingGather{BucketLayout(entries, comm.world()), params, {}, {}, {}, from_secondary});
   const int64_t block = pending->layout.block_numel();
   pending->send = Tensor::zeros({block}, compute_dtype_, device_);
-  pending->world_buffer = Tensor::zeros({block * comm_.world()}, compute_dtype_, device_);
+  pending->world_buffer = Tensor::zeros({block * comm.world()}, compute_dtype_, device_);
   std::vector<const Tensor*> shards;
   std::vector<Tensor> uploaded;  // offload_param: each host shard copied up for the gather
   uploaded.reserve(params.size());
   for (ParamState* state : params) {
-    if (offloads_params()) uploaded.push_back(up(state->shard));
-    shards.push_back(offloads_params() ? &uploaded.back() : &state->shard);
+    if (offloads_params() && !from_secondary) uploaded.push_back(up(state->shard));
+    shards.push_back(from_secondary ? &state->secondary : offloads_params() ? &uploaded.back() : &state->shard);
     move_status(*state, ParamStatus::inflight, module.display_name());
     state->pending = pending.get();
   }
   account_live(0);  // the peak counts the buffers just issued
   pending->layout.pack_shards(kernels_, shards, pending->send);
-  pending->work = comm_.all_gather_async(pending->send, pending->world_buffer,
+  pending->work = comm.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, engine_phase_label(phase_)));
   counters_.gathers++;
   pending_.push_back(std::move(pending));
@@ -218,6 +257,7 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     pending.layout.unpack_full(kernels_, pending.world_buffer, i, full);
     state.full = full.reshape(state.param->shape());
     state.pending = nullptr;
+    if (!pending.from_secondary) keep_secondary(state);
     move_status(state, ParamStatus::available, "<gather>");
     ctx.set_param_value(*state.param, state.full);
     allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());

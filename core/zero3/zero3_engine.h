@@ -4,6 +4,14 @@
 // f32 shards; AdamW runs on f32 master shards. It is written against the Communicator and
 // Allocator seams only, so it runs unchanged over the simulator and over NCCL.
 //
+// Hierarchical sharding (ZeroConfig::shard_group_size, hpz_group_size) splits the world into
+// blocks of consecutive ranks once, at construction (a collective). HSDP shards everything over
+// the block instead of the world: gathers run inside it, gradients are reduce-scattered inside it
+// and all-reduced across blocks (communicator.h's tree), and the norm adds the block's partials.
+// hpZ shards over the world as flat ZeRO-3 does; a parameter gathered in a step keeps its block
+// shard of the gathered value (secondary_param_shard) until the step ends, and a gather issued in
+// backward takes it from there, inside the block.
+//
 // The engine is the Context's ModuleHooks: the model's forward does not know it is sharded.
 //
 //   Zero3Engine engine(model, comm, allocator, kernels, config);
@@ -106,6 +114,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   int64_t live_elements() const { return live_elements_; }
   int64_t largest_module_elements() const { return largest_module_elements_; }
   int world() const { return comm_.world(); }
+  // The ranks parameters are sharded over: HSDP's block, else the world.
+  int shard_world() const { return shard_comm().world(); }
   // Full f32 master weights and AdamW moments of every parameter by id, gathered from all ranks
   // (collectives: every rank must call it).
   std::vector<OptimizerSlot> gather_full_state(int64_t step);
@@ -165,6 +175,13 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   // The compute-dtype shard from the f32 master, where offload_param wants it.
   void refresh_shard(ParamState& state);
 
+  // Hierarchical sharding's communicators (see the top of this file).
+  Communicator& shard_comm() const { return shard_block_ ? *shard_block_ : comm_; }
+  // hpZ: the block shard a completed gather keeps, and a bucket's gather from those shards.
+  void keep_secondary(ParamState& state);
+  bool gathers_from_secondary(const std::vector<ParamState*>& params) const;
+  void drop_secondary(ParamState& state);
+
   Tensor placeholder(const ParamState& state) const;
   // Where placeholders live: the device, or the host in a shape-only (meta) replay, as before.
   Device data_device() const { return device_ == Device::meta ? Device::cpu : device_; }
@@ -183,6 +200,9 @@ class Zero3Engine : public ModuleHooks, public Trainer {
 
   Model& model_;
   Communicator& comm_;
+  std::unique_ptr<Communicator> shard_block_;    // HSDP: the block parameters are sharded over
+  std::unique_ptr<Communicator> across_blocks_;  // HSDP: one rank of each block, for the all-reduce
+  std::unique_ptr<Communicator> hpz_block_;      // hpZ: the block of the secondary shards
   Allocator& allocator_;
   Kernels& kernels_;
   TrainConfig config_;

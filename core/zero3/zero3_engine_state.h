@@ -16,6 +16,7 @@ struct Zero3Engine::ParamState {
   OptimizerSlot slot;      // f32 master shard and AdamW moments
   Tensor grad_shard;       // f32, accumulated over micro-steps
   Tensor full;             // the gathered value while AVAILABLE
+  Tensor secondary;        // hpZ: this rank's shard of the gathered value over its block, until the step ends
   ParamStatus status = ParamStatus::not_available;
   bool persistent = false;
   // requires_grad false: gathered like any other, but no gradient, no reduce-scatter and no AdamW
@@ -42,6 +43,7 @@ struct Zero3Engine::PendingGather {
   Tensor send;
   Tensor world_buffer;
   std::shared_ptr<Work> work;
+  bool from_secondary = false;  // hpZ: gathered inside the block from the secondary shards
 };
 
 }  // namespace zero3

@@ -150,8 +150,9 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     Tensor f32_grad = !grad.defined() || grad.dtype() == DType::f32 ? grad : cast(ctx.kernels(), grad, DType::f32);
     grads.push_back(f32_grad.defined() ? f32_grad.reshape({state->numel}) : Tensor());
   }
-  const BucketLayout layout(entries, comm_.world());
-  Tensor world_buffer = Tensor::zeros({layout.block_numel() * comm_.world()}, DType::f32, device_);
+  Communicator& shard_comm = this->shard_comm();
+  const BucketLayout layout(entries, shard_comm.world());
+  Tensor world_buffer = Tensor::zeros({layout.block_numel() * shard_comm.world()}, DType::f32, device_);
   const float padding = bugs_.on(Bug::grad_padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
   layout.pack_full(ctx.kernels(), grads, world_buffer, padding);
   // Packed into the send buffer, the full gradients are dropped before the collective runs.
@@ -164,12 +165,18 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     comm_.all_reduce(world_buffer, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
     if (!world_buffer.is_meta()) ctx.kernels().slice(world_buffer, 0, layout.block_numel() * comm_.rank(), block);
   } else {
-    comm_.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    shard_comm.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    // HSDP: each block summed its own ranks; the blocks' sums are added in block order.
+    if (across_blocks_ && !bugs_.on(Bug::hsdp_cross_block_skipped)) {
+      across_blocks_->all_reduce(block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    }
   }
   counters_.reduce_scatters++;
+  // The mean over every rank's data, whichever tree summed it.
+  const int ranks_averaged = bugs_.on(Bug::hsdp_average_over_block) ? shard_comm.world() : comm_.world();
   for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
     ParamState& state = *reduce_bucket_[i];
-    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(ctx.kernels(), block, i), comm_.world());
+    accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(ctx.kernels(), block, i), ranks_averaged);
     if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
     state.reduced = true;
   }
@@ -223,7 +230,8 @@ float Zero3Engine::global_grad_norm(int64_t step) {
     }
     kernels_.sum_of_squares_into(parts, total, 0);
   }
-  comm_.all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
+  // Under HSDP every block holds the whole gradient: its G partials make the norm.
+  shard_comm().all_reduce(total, ReduceOp::sum, {.module = "", .params = {}, .step = step, .phase = "grad_norm"});
   // Clipping needs the norm on the host: the second and last host sync of the step.
   return total.is_meta() ? 0.0f : std::sqrt(kernels_.to_host(total).item());
 }
@@ -232,6 +240,8 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
   const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
+    // hpZ: the secondary shards hold this step's values; the next step gathers the new ones.
+    if (!bugs_.on(Bug::hpz_secondary_kept_after_step)) drop_secondary(*state);
     if (state->frozen) continue;  // its value, and so any gathered copy, stays as it is
     // Offloaded, the gradient shard goes down and AdamW runs on the host (the same kernels' math).
     const Tensor grad = offloads_optimizer() ? down(state->grad_shard) : state->grad_shard;
@@ -254,12 +264,13 @@ std::vector<OptimizerSlot> Zero3Engine::gather_full_state(int64_t step) {
   enter_call(EngineCall::gather_full_state);
   std::vector<OptimizerSlot> fulls;
   for (const auto& state : states_) {
-    const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, comm_.world());
+    Communicator& shard_comm = this->shard_comm();
+    const BucketLayout layout({{.param_id = state->param->id(), .numel = state->numel}}, shard_comm.world());
     auto gather = [&](const Tensor& stored) {
       // Offloaded state is copied up for the collective (outside the step: not counted).
       const Tensor shard = offloads_optimizer() ? kernels_.to_device(stored) : stored;
-      Tensor world_buffer = Tensor::zeros({shard.numel() * comm_.world()}, DType::f32, device_);
-      comm_.all_gather(shard, world_buffer,
+      Tensor world_buffer = Tensor::zeros({shard.numel() * shard_comm.world()}, DType::f32, device_);
+      shard_comm.all_gather(shard, world_buffer,
                        {.module = "", .params = {state->param->name()}, .step = step, .phase = "gather_state"});
       Tensor full = Tensor::zeros({state->numel}, DType::f32, device_);
       layout.unpack_full(kernels_, world_buffer, 0, full);
