@@ -48,6 +48,10 @@ def cases(folder):
     missing = os.path.join(folder, "missing")
     models = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "traces", "models")
     leaf = write(os.path.join(folder, "leaf.json"), {"zero_optimization": {"zero3_leaf_modules": ["moe"]}})
+    # Persistence 0: every parameter sharded, so hpZ's backward gathers from its secondary copy.
+    groups = {model: write(os.path.join(folder, f"groups-{model}.json"), {"zero_optimization": dict(
+        {"stage3_param_persistence_threshold": 0}, **({"zero3_leaf_modules": ["moe"]} if model == "moe-tiny" else {}))})
+        for model in ("gpt-tiny", "moe-tiny", "zero-sized")}
     llama = os.path.join(models, "llama-2-7b.json")
     mixtral = os.path.join(models, "mixtral-8x7b.json")
     fp16 = write(os.path.join(folder, "fp16.json"), {"fp16": {"enabled": True}})
@@ -94,6 +98,28 @@ def cases(folder):
            + (["--offload-param", "cpu"] if stage == 3 else []) + (["--config", leaf] if model == "moe-tiny" else []), 0,
            [f"check: ZeRO-{stage} vs DDP: bitwise equal", "offloaded to host memory", "bytes device->host"], [])
           for stage in (1, 2, 3) for model in ("gpt-tiny", "moe-tiny", "zero-sized")],
+        # Hierarchical sharding: HSDP equals DDP over its own reduction tree, hpZ equals flat DDP.
+        *[(f"{scheme} G={group} on {model} at W={world} equals its DDP oracle bit for bit",
+           ["train", "--backend", "sim", "--ranks", str(world), "--steps", "2", "--check", "--model", model,
+            "--config", groups[model], flag, str(group)], 0,
+           ["bitwise equal (losses, grad norms"]
+           + ([f"HSDP: sharded over blocks of {group} ranks"] if scheme == "HSDP" else [])
+           + ([f"a secondary copy over blocks of {group} ranks"] if scheme == "hpZ" and group > 1 else []), [])
+          for scheme, flag in (("HSDP", "--shard-group"), ("hpZ", "--hpz"))
+          for model in ("gpt-tiny", "moe-tiny", "zero-sized") for world in (4, 8) for group in (1, 2, world)],
+        ("a shard group that does not divide the world is refused naming the key and the world size",
+         ["train", "--backend", "sim", "--ranks", "4", "--steps", "1", "--shard-group", "3"], 1,
+         ["/zero_optimization/mics_shard_size = 3 does not divide the world size 4"], []),
+        ("an hpZ group larger than the world is refused", ["train", "--backend", "sim", "--ranks", "4", "--hpz", "8"], 1,
+         ["/zero_optimization/zero_hpz_partition_size = 8 exceeds the world size 4"], []),
+        ("groups below stage 3 are refused", ["train", "--backend", "sim", "--ranks", "4", "--zero", "2",
+                                              "--shard-group", "2"], 1, ["needs stage 3"], []),
+        ("HSDP and hpZ together are refused", ["train", "--backend", "sim", "--ranks", "4", "--shard-group", "2",
+                                               "--hpz", "2"], 1, ["choose one"], []),
+        ("a checkpoint save under HSDP is refused before training, and writes nothing",
+         ["train", "--backend", "sim", "--ranks", "4", "--steps", "1", "--shard-group", "2", "--save-checkpoint",
+          os.path.join(folder, "hsdp-ck")], 1, ["checkpoints of hierarchical sharding are not written yet"],
+         [os.path.join(folder, "hsdp-ck")]),
         ("the same run without the levers, for their memory",
          ["train", "--backend", "sim", "--ranks", "4", "--steps", "2", "--zero", "3",
           "--report", os.path.join(folder, "plain3gpt-tiny.json")], 0, [], []),

@@ -61,22 +61,30 @@ def equality_matrix(folder):
         for zero in ["3", "0"]:
             for bf16 in [False, True]:
                 cases.append((model, config, zero, bf16, 1))
-    cases = [case + ("cpu", False) for case in cases]
-    cases += [("gpt-tiny", "plain", "1", False, 2, "cpu", False), ("moe-tiny", "leaf", "2", True, 1, "cpu", False),
-              ("gpt-tiny", "plain", "3", False, 3, "cpu", False), ("gpt-tiny", "plain", "0", False, 3, "cpu", False),
-              ("moe-tiny", "leaf", "3", True, 3, "cpu", False), ("gpt-tiny", "plain", "3", True, 1, "opaque", False)]
+    cases = [case + ("cpu", []) for case in cases]
+    cases += [("gpt-tiny", "plain", "1", False, 2, "cpu", []), ("moe-tiny", "leaf", "2", True, 1, "cpu", []),
+              ("gpt-tiny", "plain", "3", False, 3, "cpu", []), ("gpt-tiny", "plain", "0", False, 3, "cpu", []),
+              ("moe-tiny", "leaf", "3", True, 3, "cpu", []), ("gpt-tiny", "plain", "3", True, 1, "opaque", [])]
     # The memory levers: activation checkpointing and CPU offload, at each stage.
-    cases += [("gpt-tiny", "plain", "3", False, 1, "cpu", True), ("moe-tiny", "leaf", "2", True, 1, "cpu", True),
-              ("zero-sized", "plain", "1", False, 2, "cpu", True), ("gpt-tiny", "plain", "3", True, 1, "opaque", True)]
     lever_modules = {"gpt-tiny": "transformer_block", "moe-tiny": "layers.2", "zero-sized": "layers.0,layers.1"}
-    for model, config, zero, bf16, gas, device, levers in cases:
-        name = (f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}"
-                f"{' with checkpointing and offload' if levers else ''}")
+
+    def levers(model, zero):
+        return (["--checkpoint-activations", lever_modules[model], "--offload-optimizer", "cpu"]
+                + (["--offload-param", "cpu"] if zero == "3" else []))
+    cases += [("gpt-tiny", "plain", "3", False, 1, "cpu", levers("gpt-tiny", "3")),
+              ("moe-tiny", "leaf", "2", True, 1, "cpu", levers("moe-tiny", "2")),
+              ("zero-sized", "plain", "1", False, 2, "cpu", levers("zero-sized", "1")),
+              ("gpt-tiny", "plain", "3", True, 1, "opaque", levers("gpt-tiny", "3"))]
+    # Hierarchical sharding: each group is an MPI_Comm_split of the world, summed in group-rank order.
+    cases += [("gpt-tiny", "plain", "3", False, 2, "cpu", ["--shard-group", "2"]),
+              ("zero-sized", "plain", "3", False, 1, "cpu", ["--shard-group", "1"]),
+              ("moe-tiny", "leaf", "3", True, 1, "cpu", ["--hpz", "2"]),
+              ("gpt-tiny", "plain", "3", False, 1, "cpu", ["--hpz", "2", "--checkpoint-activations",
+                                                           "transformer_block"])]
+    for model, config, zero, bf16, gas, device, extra in cases:
+        name = f"{model} zero {zero}{' bf16' if bf16 else ''} gas {gas} on {device}{' ' if extra else ''}{' '.join(extra)}"
         common = ["train", "--model", model, "--steps", "3", "--seed", "7", "--zero", zero, "--config",
-                  configs[config], "--gas", str(gas), "--device", device] + (["--bf16"] if bf16 else [])
-        if levers:
-            common += ["--checkpoint-activations", lever_modules[model], "--offload-optimizer", "cpu"]
-            common += ["--offload-param", "cpu"] if zero == "3" else []
+                  configs[config], "--gas", str(gas), "--device", device] + (["--bf16"] if bf16 else []) + extra
         mpi_path, sim_path = os.path.join(folder, "mpi.json"), os.path.join(folder, "sim.json")
         for path in (mpi_path, sim_path):
             if os.path.exists(path):
@@ -164,7 +172,8 @@ def bad_input(folder):
             (["--load-checkpoint", os.path.join(folder, "missing")], "no such checkpoint directory"),
             (["--ranks", "3"], "--ranks 3 but the launcher started 4 processes"),
             (["--faults", "late"], "under --backend mpi only crash can fire"),
-            (["--record", os.path.join(folder, "trace.json")], "--record records the simulator's events")]:
+            (["--record", os.path.join(folder, "trace.json")], "--record records the simulator's events"),
+            (["--shard-group", "3"], "/zero_optimization/mics_shard_size = 3 does not divide the world size 4")]:
         result = run(["train", "--backend", "mpi", "--steps", "2"] + arguments, processes=4, expect=1)
         if text not in result.stderr:
             failures.append(f"{arguments}: expected {text!r} in:\n{result.stderr[-2000:]}")

@@ -239,6 +239,7 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
   pending->work = comm.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, engine_phase_label(phase_)));
   counters_.gathers++;
+  if (from_secondary) counters_.secondary_gathers++;
   pending_.push_back(std::move(pending));
 }
 

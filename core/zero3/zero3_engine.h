@@ -41,6 +41,7 @@ namespace zero3 {
 
 struct EngineCounters {
   int64_t gathers = 0;               // all-gather collectives issued (buckets)
+  int64_t secondary_gathers = 0;     // hpZ: of those, gathered inside the block from secondary shards
   int64_t gathered_elements = 0;     // full elements made available by gathers
   int64_t reduce_scatters = 0;
   int64_t prefetched_params = 0;
