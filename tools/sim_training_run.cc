@@ -114,6 +114,25 @@ nlohmann::json offload_traffic(const EngineCounters& counters, int64_t steps) {
   return {{"device_to_host_bytes_per_step", down}, {"host_to_device_bytes_per_step", up}};
 }
 
+// HSDP beside flat DDP (rank-order sums): another order of float additions, so not bitwise; within
+// the single-process oracle's parameter tolerance, which bounds rounding of the same size.
+void compare_with_flat_ddp(DistributedRunOptions flat, const DistributedRunResult& zero3_run, nlohmann::json& report) {
+  flat.config.zero.shard_group_size = 0;
+  const DistributedRunResult flat_run = run_distributed(flat);
+  if (!flat_run.sim.all_ok()) fail_run(flat_run);
+  const StateComparison comparison = compare_runs(zero3_run, flat_run);
+  const double tolerance = single_process_tolerance(flat.config.bf16).parameter_absolute;
+  std::printf("check: HSDP vs flat DDP (rank-order sums): max diff %.3g", comparison.max_abs_diff);
+  if (tolerance > 0.0) std::printf(" (tolerance %.3g)", tolerance);
+  std::printf("\n");
+  report["max_diff_to_flat_ddp"] = comparison.max_abs_diff;
+  if (tolerance > 0.0 && comparison.max_abs_diff > tolerance) {
+    throw CorrectnessError("HSDP differs from flat DDP by " + std::to_string(comparison.max_abs_diff) +
+                           ", beyond rounding (tolerance " + std::to_string(tolerance) + "):\n" +
+                           comparison.first_differences);
+  }
+}
+
 void check_against_references(const TrainOptions& options, const TrainConfig& config,
                               const DistributedRunResult& zero3_run, nlohmann::json& report) {
   std::printf("check: running the DDP reference on the same %d ranks and data...\n", options.ranks);
@@ -143,6 +162,7 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
     throw CorrectnessError("ZeRO-" + std::to_string(config.zero.stage) + " differs from the DDP reference:\n" +
                            comparison.first_differences);
   }
+  if (!tree.empty()) compare_with_flat_ddp(ddp, zero3_run, report);
   const std::string zero_run = "ZeRO-" + std::to_string(config.zero.stage);
   enforce_single_process_oracle(zero_run.c_str(), options, config, zero3_run, report);
 }
