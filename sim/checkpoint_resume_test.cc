@@ -253,5 +253,29 @@ TEST_F(CheckpointResume, AnUnusableCheckpointIsAnInputErrorBeforeAnyRankRuns) {
   EXPECT_THROW(run_distributed(no_steps_left), InputError);
 }
 
+// HSDP ranks hold their block's shards; the checkpoint still holds one world shard per rank (the
+// block gathers the full state to cut them), so an HSDP run resumes as itself, bit for bit, and a
+// flat run can resume from it (and hpZ, whose shards are the world's, the same).
+TEST_F(CheckpointResume, HierarchicalShardingSavesWorldShardsAndResumesBitForBit) {
+  for (const char* scheme : {"hsdp", "hpz"}) {
+    DistributedRunOptions options = run_options("kitchen-sink", 4, 4, 3);
+    if (std::string(scheme) == "hsdp") options.config.zero.shard_group_size = 2;
+    else options.config.zero.hpz_group_size = 2;
+    const DistributedRunResult uninterrupted = run_ok(options);
+    DistributedRunOptions saving = options;
+    saving.save_checkpoint = dir(scheme);
+    saving.save_at_step = 2;
+    expect_bitwise_equal(run_ok(saving), uninterrupted, "kitchen-sink", std::string(scheme) + " run that saved");
+    DistributedRunOptions resumed = options;
+    resumed.load_checkpoint = dir(scheme);
+    expect_bitwise_equal(run_ok(resumed), from_step(uninterrupted, 2), "kitchen-sink",
+                         std::string(scheme) + " resumed at step 2");
+    // The files are world shards: a flat ZeRO-3 run at W=2 resumes from them like from any checkpoint.
+    DistributedRunOptions flat = run_options("kitchen-sink", 2, 4, 3);
+    flat.load_checkpoint = dir(scheme);
+    EXPECT_EQ(run_ok(flat).steps.front().step, 2) << scheme;
+  }
+}
+
 }  // namespace
 }  // namespace zero3

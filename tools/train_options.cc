@@ -164,16 +164,10 @@ Device train_device(const TrainOptions& options) {
 }
 
 void check_hierarchical_sharding(const TrainOptions& options, const TrainConfig& config) {
-  const std::string source = options.config_path.empty() ? std::string("the flags") : options.config_path + " with the flags";
   // Under a launcher the world is the launcher's: the engine checks it there, as every rank starts.
-  if (options.backend == "sim") check_group_sizes(config, options.ranks, source);
-  if (config.zero.shard_group_size > 0 && config.zero.shard_group_size < options.ranks &&
-      !options.save_checkpoint.empty()) {
-    throw InputError("--save-checkpoint with /zero_optimization/mics_shard_size " +
-                     std::to_string(config.zero.shard_group_size) + " (" + source + "): checkpoints of hierarchical "
-                     "sharding are not written yet (a checkpoint holds one shard per world rank; an HSDP rank holds "
-                     "its block's); --load-checkpoint works");
-  }
+  if (options.backend != "sim") return;
+  check_group_sizes(config, options.ranks,
+                    options.config_path.empty() ? std::string("the flags") : options.config_path + " with the flags");
 }
 
 std::string lever_lines(const TrainConfig& config, const BuiltModel& built) {

@@ -60,8 +60,7 @@ void add_simulated_device_option(CLI::App& command, std::string& device);
 Device simulated_device(const std::string& text);
 // The config file (if any) with the command-line overrides applied; warnings for unused keys.
 TrainConfig resolve_train_config(const TrainOptions& options, std::vector<std::string>* warnings);
-// Hierarchical sharding against the run: the group sizes against --ranks where the world is known
-// before the ranks start (sim), and no checkpoint save under HSDP (not written yet). InputError.
+// The group sizes against --ranks where the world is known before the ranks start (sim): InputError.
 void check_hierarchical_sharding(const TrainOptions& options, const TrainConfig& config);
 // The banner's lines for the memory levers in use (checkpointed modules, offload), "" for none.
 std::string lever_lines(const TrainConfig& config, const BuiltModel& built);

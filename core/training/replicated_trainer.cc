@@ -117,7 +117,7 @@ std::vector<OptimizerSlot> ReplicatedTrainer::host_copies(const std::vector<Opti
 
 std::vector<OptimizerSlot> ReplicatedTrainer::full_state(int64_t) { return host_copies(slots_); }
 
-std::vector<OptimizerSlot> ReplicatedTrainer::checkpoint_shards() const {
+std::vector<OptimizerSlot> ReplicatedTrainer::checkpoint_shards(int64_t) {
   return shard_state(host_copies(slots_), world(), rank());
 }
 

@@ -46,7 +46,7 @@ class ReplicatedTrainer : public Trainer {
 
   StepStats train_step(Context& ctx, const DataSource& data, int64_t step) override;
   // Every rank holds the full state; each saves its own shard of it, in the sharded layout.
-  std::vector<OptimizerSlot> checkpoint_shards() const override;
+  std::vector<OptimizerSlot> checkpoint_shards(int64_t step) override;
   void load_full_state(Context&, const std::vector<OptimizerSlot>& full) override { load_state(full); }
   std::vector<OptimizerSlot> full_state(int64_t) override;
 

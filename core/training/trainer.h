@@ -3,7 +3,7 @@
 // step arguments and hand their state over in the checkpoint's layout, so one program drives them.
 //
 //   StepStats stats = trainer.train_step(ctx, data, step);
-//   write_shard_file(dir, manifest, rank, trainer.checkpoint_shards());
+//   write_shard_file(dir, manifest, rank, trainer.checkpoint_shards(step));
 //   std::vector<OptimizerSlot> full = trainer.full_state(steps);   // every rank calls it
 #pragma once
 #include <cstdint>
@@ -23,7 +23,8 @@ class Trainer {
   virtual StepStats train_step(Context& ctx, const DataSource& data, int64_t step) = 0;
   // This rank's part of a checkpoint: per parameter id its f32 master and moments, shard_numel
   // elements for this world size, padding zero (checkpoint.h). Write them out before the next step.
-  virtual std::vector<OptimizerSlot> checkpoint_shards() const = 0;
+  // Collective where a rank does not hold its world shard itself (HSDP): every rank calls it.
+  virtual std::vector<OptimizerSlot> checkpoint_shards(int64_t step) = 0;
   // Resumes from a full state by parameter id (as Checkpoint::full holds it), saved at any world
   // size. Call between steps.
   virtual void load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) = 0;

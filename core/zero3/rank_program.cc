@@ -33,7 +33,7 @@ void account_replicated_state(Allocator& allocator, const Model& model, const Tr
 // A series' step folder is new at each save, so rank 0 prepares its staging folder first and a
 // barrier keeps the other ranks' files out until it has.
 void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& options, const BuiltModel& built,
-                          const Trainer& trainer, int64_t steps_taken, const std::string& dir) {
+                          Trainer& trainer, int64_t steps_taken, const std::string& dir) {
   const CheckpointManifest manifest =
       manifest_of(*built.model, world_of(seams), steps_taken, options.seed, built.spec, options.config);
   const std::string staging = checkpoint_staging_dir(dir);
@@ -42,7 +42,7 @@ void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& opti
   try {
     if (series && rank_of(seams) == 0) prepare_checkpoint_save(dir);
     if (series && seams.comm) seams.comm->barrier(site);
-    write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards());
+    write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards(steps_taken - 1));
     if (seams.comm) seams.comm->barrier(site);
     if (rank_of(seams) == 0) {
       write_metadata(staging, manifest);

@@ -8,13 +8,12 @@
 
 namespace zero3 {
 
+std::vector<OptimizerSlot> Zero3Engine::checkpoint_shards(int64_t step) {
+  if (!shard_block_) return shard_state();
+  return zero3::shard_state(gather_full_state(step), comm_.world(), comm_.rank());
+}
+
 std::vector<OptimizerSlot> Zero3Engine::shard_state() const {
-  // A checkpoint holds one shard per world rank; an HSDP rank holds a block's shard, which is not
-  // one of them. Refused before anything is written (training_run checks the flags up front).
-  if (shard_block_) {
-    throw InputError("checkpoints of hierarchical sharding (zero_optimization.mics_shard_size " +
-                     std::to_string(config_.zero.shard_group_size) + ") are not written yet; save without it");
-  }
   std::vector<OptimizerSlot> shards;
   for (const auto& state : states_) {
     const auto host = [&](const Tensor& tensor) {

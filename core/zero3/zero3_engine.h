@@ -122,8 +122,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   std::vector<OptimizerSlot> gather_full_state(int64_t step);
 
   // ---- checkpoints (core/training/checkpoint.h) ---- implemented in zero3_checkpoint.cc
-  // This rank's f32 master shards and AdamW moments by parameter id, each of shard_numel elements,
-  // padding zero. They share storage with the engine: write them out before the next step.
+  // This rank's f32 master shards and AdamW moments by parameter id, each of shard_numel elements
+  // (over the world; under HSDP over the block), padding zero. They share storage with the engine: write them out before the next step.
   std::vector<OptimizerSlot> shard_state() const;
   // Replaces this rank's master shards and moments (copied; laid out as shard_state() returns them)
   // and recasts the compute-dtype shards. Call between steps. Gathered copies (persistent
@@ -132,7 +132,9 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   // load in step with each other.
   void load_shard_state(Context& ctx, const std::vector<OptimizerSlot>& shards);
   // The Trainer interface over the three above.
-  std::vector<OptimizerSlot> checkpoint_shards() const override { return shard_state(); }
+  // Under HSDP a rank holds its block's shard, not its world shard: the block gathers the full
+  // state (a collective inside each block) and each rank cuts its world shard from it.
+  std::vector<OptimizerSlot> checkpoint_shards(int64_t step) override;
   void load_full_state(Context& ctx, const std::vector<OptimizerSlot>& full) override;
   std::vector<OptimizerSlot> full_state(int64_t step) override { return gather_full_state(step); }
   // ---- end of checkpoints
