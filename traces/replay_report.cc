@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/tensor/allocator.h"
+#include "core/tensor/dtype.h"
 #include "core/sharding/partition.h"
 #include "traces/memory_estimates.h"
 
@@ -129,9 +130,37 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
         {"estimates", estimates}}}};
 }
 
-int64_t collective_elements(const TraceCollective& call, int world) {
-  const bool gathered = call.op == "all_gather" || call.op == "reduce_scatter";
-  return gathered ? call.count * world : call.count;
+// Elements of the whole buffer: `bytes` is already sized at the collective's own group (a
+// block's gather holds G blocks, not W).
+int64_t collective_elements(const TraceCollective& call) {
+  DType dtype = DType::f32;
+  if (!parse_dtype(call.dtype, &dtype)) return 0;
+  return call.bytes / dtype_bytes(dtype);
+}
+
+// Buffer bytes of the last step's collectives (as predicted_step_s, the steady state) by the level
+// of the group each ran on, and by group. FORMAT.md, "Replay report".
+nlohmann::json levels_json(const ShapeReplayResult& result) {
+  const int64_t last_step = result.steps - 1;
+  std::map<std::string, nlohmann::json> by_group;
+  int64_t intra_bytes = 0;
+  int64_t inter_bytes = 0;
+  for (const TraceCollective& call : result.collectives.at(0)) {
+    if (call.step != last_step) continue;
+    (call.level == "intra-node" ? intra_bytes : inter_bytes) += call.bytes;
+    nlohmann::json& group = by_group[call.group];
+    if (group.is_null()) group = {{"level", call.level}, {"count", 0}, {"buffer_bytes", 0}, {"time_s", 0.0}};
+    group["count"] = group["count"].get<int64_t>() + 1;
+    group["buffer_bytes"] = group["buffer_bytes"].get<int64_t>() + call.bytes;
+    group["time_s"] = group["time_s"].get<double>() + call.duration_s;
+  }
+  return {{"step", last_step},
+          {"intra_node_bytes", intra_bytes},
+          {"inter_node_bytes", inter_bytes},
+          {"by_group", by_group},
+          {"note", "buffer bytes (the whole gathered / scattered / reduced buffer, as by_op counts them) of rank 0's "
+                   "collectives in the last step, split by the level of the group each ran on: intra-node when all "
+                   "the group's ranks lie in one node (priced on NVLink), else inter-node (priced on the network)"}};
 }
 
 nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& result) {
@@ -142,9 +171,9 @@ nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& r
     if (op.is_null()) op = {{"count", 0}, {"buffer_bytes", 0}, {"elements", 0}, {"time_s", 0.0}};
     op["count"] = op["count"].get<int64_t>() + 1;
     op["buffer_bytes"] = op["buffer_bytes"].get<int64_t>() + call.bytes;
-    op["elements"] = op["elements"].get<int64_t>() + collective_elements(call, result.world);
+    op["elements"] = op["elements"].get<int64_t>() + collective_elements(call);
     op["time_s"] = op["time_s"].get<double>() + call.duration_s;
-    if (call.op == "all_gather" || call.op == "reduce_scatter") sharded_elements += collective_elements(call, result.world);
+    if (call.op == "all_gather" || call.op == "reduce_scatter") sharded_elements += collective_elements(call);
   }
   const double steps = static_cast<double>(std::max<int64_t>(result.steps, 1));
   const double ddp_elements = 2.0 * static_cast<double>(trace.parameter_elements());
@@ -153,6 +182,7 @@ nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& r
           {"ddp_volume_elements_per_step", ddp_elements},
           {"zero3_volume_elements_per_step", static_cast<double>(sharded_elements) / steps},
           {"ratio_to_ddp", ddp_elements > 0 ? static_cast<double>(sharded_elements) / steps / ddp_elements : 0.0},
+          {"bytes_per_step_by_level", levels_json(result)},
           {"note", "volumes in elements of the gathered / scattered buffers, so dtypes do not blur the ratio: "
                    "DDP all-reduces 2Ψ per step; ZeRO-3 gathers Ψ in forward and again in backward and "
                    "reduce-scatters Ψ (the paper's 3Ψ = 1.5x), less what persistent or reused parameters save"}};
@@ -183,7 +213,8 @@ nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& 
           {"hardware", {{"name", hardware.name}, {"link", hardware.link}, {"assumed", hardware.assumed},
                         {"profile", hardware.profile.to_json()}, {"profile_file", hardware.file}}},
           {"model", "compute: flops / (peak_flops x flops_efficiency) on the compute stream; collectives: ring "
-                    "alpha-beta on one communication stream; a module waits for its gathers, so communication "
+                    "alpha-beta on one communication stream, a process group's on NVLink when its ranks share a "
+                    "node and on the world's link otherwise; a module waits for its gathers, so communication "
                     "overlaps compute only as far as prefetching runs ahead. The last step follows the recorded "
                     "fetch order (prefetching on): it is the predicted steady-state step."}};
 }

@@ -149,6 +149,16 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
            gb(totals.at("buffer_bytes").get<double>());
   }
   out += format("; per step %.3f x the 2*Psi DDP volume\n", communication.at("ratio_to_ddp").get<double>());
+  const nlohmann::json& levels = communication.at("bytes_per_step_by_level");
+  out += "bytes per step by link (rank 0, last step): intra-node " +
+         gb(levels.at("intra_node_bytes").get<double>()) + ", inter-node " +
+         gb(levels.at("inter_node_bytes").get<double>());
+  std::string groups;
+  for (const auto& [group, totals] : levels.at("by_group").items()) {
+    groups += (groups.empty() ? "" : ", ") + group + " " + totals.at("level").get<std::string>() + " " +
+              gb(totals.at("buffer_bytes").get<double>());
+  }
+  out += (groups.empty() ? "" : " (" + groups + ")") + "\n";
   const nlohmann::json& time = report.at("time");
   const nlohmann::json& hardware = time.at("hardware");
   if (!time.at("steps").empty()) {

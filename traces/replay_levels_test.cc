@@ -1,0 +1,163 @@
+// Two-level replays: HSDP's and hpZ's groups priced by the link their ranks share, the degenerate
+// group sizes that are flat ZeRO-3, the symmetric shortcut against the full simulator with groups,
+// and the report's bytes per step by level.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core/base/errors.h"
+#include "traces/hardware_catalog.h"
+#include "traces/replay.h"
+#include "traces/replay_report.h"
+
+namespace zero3 {
+namespace {
+
+Trace gpt2() { return load_trace(std::string(ZERO3_TRACES_DIR) + "/models/gpt2-124m.json"); }
+
+ReplayOptions h100_options(int world) {
+  ReplayOptions options;
+  options.world = world;
+  options.config.bf16 = true;
+  // GPT-2 fits the default live budget whole, and then the last step gathers nothing in backward;
+  // with no reuse every module gathers again in backward, as a large model does.
+  options.config.zero.max_reuse_distance = 0;
+  options.config.zero.max_live_elements = 10'000'000;
+  options.hardware = load_hardware("h100", world).profile;
+  return options;
+}
+
+// What a collective is and when it runs, the log's sequence numbering aside.
+void expect_same_collectives(const std::vector<TraceCollective>& a, const std::vector<TraceCollective>& b,
+                             const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(a[i].op == b[i].op && a[i].count == b[i].count && a[i].bytes == b[i].bytes &&
+                a[i].module == b[i].module && a[i].phase == b[i].phase && a[i].group == b[i].group &&
+                a[i].level == b[i].level)
+        << what << " #" << i << ": " << a[i].op << " " << a[i].group << " " << a[i].level << " vs " << b[i].op << " "
+        << b[i].group << " " << b[i].level;
+    EXPECT_NEAR(a[i].duration_s, b[i].duration_s, 1e-12 + 1e-9 * b[i].duration_s) << what << " #" << i;
+  }
+}
+
+// A block of the whole world (HSDP) and blocks of one rank (hpZ) are flat ZeRO-3: the same
+// collectives at the same times, all on the world, as the run without either.
+TEST(ReplayLevels, HsdpOverTheWholeWorldAndHpzOfOneRankAreFlatZero3) {
+  const Trace trace = gpt2();
+  const ShapeReplayResult flat = replay_trace(trace, h100_options(16));
+  ReplayOptions hsdp = h100_options(16);
+  hsdp.config.zero.shard_group_size = 16;
+  ReplayOptions hpz = h100_options(16);
+  hpz.config.zero.hpz_group_size = 1;
+  for (const ReplayOptions* options : {&hsdp, &hpz}) {
+    const ShapeReplayResult result = replay_trace(trace, *options);
+    ASSERT_FALSE(result.failure.has_value());
+    EXPECT_EQ(result.collectives.at(0), flat.collectives.at(0));
+    EXPECT_EQ(result.ranks[0].step_end_s, flat.ranks[0].step_end_s);
+    EXPECT_EQ(result.ranks[0].peak_total.bytes, flat.ranks[0].peak_total.bytes);
+  }
+  for (const TraceCollective& call : flat.collectives.at(0)) {
+    EXPECT_EQ(call.group, "world");
+    EXPECT_EQ(call.level, "inter-node");  // 16 ranks on nodes of 8
+  }
+}
+
+// With groups, every rank runs its own engine in the full simulation; each rank's collectives and
+// step times are what the one representative predicted (the simulator's group-forming exchanges
+// at setup aside: the symmetric replay knows the groups without them).
+TEST(ReplayLevels, TheSymmetricShortcutAgreesWithTheFullSimulatorForHsdpAndHpz) {
+  const Trace trace = gpt2();
+  for (const bool use_hpz : {false, true}) {
+    ReplayOptions options = h100_options(16);
+    (use_hpz ? options.config.zero.hpz_group_size : options.config.zero.shard_group_size) = 8;
+    const ShapeReplayResult symmetric = replay_trace(trace, options);
+    options.full_simulation = true;
+    const ShapeReplayResult full = replay_trace(trace, options);
+    ASSERT_FALSE(full.failure.has_value()) << full.failure->message;
+    ASSERT_EQ(full.ranks.size(), 16u);
+    for (const int rank : {0, 9, 15}) {
+      std::vector<TraceCollective> calls = full.collectives_of(full.ranks[static_cast<size_t>(rank)]);
+      std::erase_if(calls, [](const TraceCollective& call) { return call.phase == "setup"; });
+      expect_same_collectives(calls, symmetric.collectives.at(0),
+                              std::string(use_hpz ? "hpz" : "hsdp") + " rank " + std::to_string(rank));
+      const RankReplay& full_rank = full.ranks[static_cast<size_t>(rank)];
+      ASSERT_EQ(full_rank.step_end_s.size(), symmetric.ranks[0].step_end_s.size());
+      for (size_t step = 0; step < full_rank.step_end_s.size(); ++step) {
+        const double expected_s = symmetric.ranks[0].step_end_s[step] - symmetric.ranks[0].step_start_s[step];
+        EXPECT_NEAR(full_rank.step_end_s[step] - full_rank.step_start_s[step], expected_s, 1e-9 * expected_s)
+            << "rank " << rank << " step " << step;
+      }
+      EXPECT_EQ(full_rank.peak_total.bytes, symmetric.ranks[0].peak_total.bytes);
+    }
+  }
+}
+
+// The report splits the last step's buffer bytes by level: flat ZeRO-3 past one node is all
+// inter-node; hpZ moves backward's gathers into the node; HSDP keeps only the all-reduce outside.
+TEST(ReplayLevels, TheReportCountsTheLastStepsBytesByLevelAndGroup) {
+  const Trace trace = gpt2();
+  const HardwareChoice h100 = load_hardware("h100", 16);
+  auto levels = [&](int hsdp, int hpz) {
+    ReplayOptions options = h100_options(16);
+    options.config.zero.shard_group_size = hsdp;
+    options.config.zero.hpz_group_size = hpz;
+    const ShapeReplayResult result = replay_trace(trace, options);
+    const nlohmann::json report = replay_report(trace, options.config, h100, result);
+    const nlohmann::json& out = report.at("communication").at("bytes_per_step_by_level");
+    int64_t last_step_bytes = 0;
+    for (const TraceCollective& call : result.collectives.at(0)) {
+      if (call.step == result.steps - 1) last_step_bytes += call.bytes;
+    }
+    EXPECT_EQ(out.at("intra_node_bytes").get<int64_t>() + out.at("inter_node_bytes").get<int64_t>(), last_step_bytes);
+    return out;
+  };
+  const nlohmann::json flat = levels(0, 1);
+  EXPECT_EQ(flat.at("intra_node_bytes"), 0);
+  EXPECT_GT(flat.at("inter_node_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(flat.at("by_group").size(), 1u);
+  EXPECT_EQ(flat.at("by_group").at("world").at("level"), "inter-node");
+
+  const nlohmann::json hpz = levels(0, 8);
+  EXPECT_GT(hpz.at("intra_node_bytes").get<int64_t>(), 0);
+  EXPECT_EQ(hpz.at("by_group").at("block").at("level"), "intra-node");
+  // Backward's gathers left the network: about a third of flat ZeRO-3's three passes.
+  const double moved = static_cast<double>(hpz.at("intra_node_bytes").get<int64_t>()) /
+                       static_cast<double>(flat.at("inter_node_bytes").get<int64_t>());
+  EXPECT_GT(moved, 0.2);
+  EXPECT_LT(moved, 0.45);
+  // The same bytes in all, but for the padding of shards over 8 ranks instead of 16.
+  EXPECT_NEAR(static_cast<double>(hpz.at("intra_node_bytes").get<int64_t>() + hpz.at("inter_node_bytes").get<int64_t>()),
+              static_cast<double>(flat.at("inter_node_bytes").get<int64_t>()),
+              1e-3 * static_cast<double>(flat.at("inter_node_bytes").get<int64_t>()));
+
+  const nlohmann::json hsdp = levels(8, 1);
+  EXPECT_EQ(hsdp.at("by_group").at("block").at("level"), "intra-node");
+  EXPECT_EQ(hsdp.at("by_group").at("across blocks").at("level"), "inter-node");
+  // Only the loss's scalar all-reduce is left on the world.
+  EXPECT_LT(hsdp.at("by_group").value("world", nlohmann::json{{"buffer_bytes", 0}}).at("buffer_bytes").get<int64_t>(), 64);
+}
+
+// ZeRO++'s secondary copy exists to keep backward's gathers in a node: a block that spans nodes is
+// refused, naming the key, the value, the world and the node; one that divides a node is fine.
+TEST(ReplayLevels, AnHpzBlockSpanningNodesIsRefusedNamingTheKeyAndTheNode) {
+  const HardwareChoice h100 = load_hardware("h100", 64);
+  EXPECT_NO_THROW(check_hpz_within_nodes(8, 64, h100, "ds.json"));
+  EXPECT_NO_THROW(check_hpz_within_nodes(4, 64, h100, "ds.json"));
+  EXPECT_NO_THROW(check_hpz_within_nodes(1, 64, h100, "ds.json"));
+  for (const int size : {16, 3}) {
+    try {
+      check_hpz_within_nodes(size, 48, h100, "ds.json");
+      ADD_FAILURE() << "hpZ block of " << size << " accepted";
+    } catch (const InputError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("ds.json: /zero_optimization/zero_hpz_partition_size = " + std::to_string(size)),
+                std::string::npos) << message;
+      EXPECT_NE(message.find("world size 48"), std::string::npos) << message;
+      EXPECT_NE(message.find("gpus_per_node 8"), std::string::npos) << message;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zero3
