@@ -302,6 +302,8 @@ void CollectiveMatcher::move_data(CollectiveSlot& slot) {
 void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) {
   const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
   const CollectiveCall& call = arrival.call;
+  const bool world = slot.group == 0;
+  const LinkLevel level = comm_group(slot.group).level;
   recorder_.record_collective(task, CollectiveEvent{.sequence = slot.sequence,
                                                     .signature = call.signature,
                                                     .bytes = collective_buffer_bytes(call.signature, group_size(slot.group)),
@@ -310,9 +312,8 @@ void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) 
                                                     .issue_s = arrival.issue_s,
                                                     .start_s = slot.start_s,
                                                     .end_s = slot.end_s,
-                                                    .group = slot.group == 0 ? nullptr : comm_group(slot.group).kind,
-                                                    .level = slot.group == 0 ? nullptr
-                                                                             : link_level_name(comm_group(slot.group).level)});
+                                                    .group = world ? nullptr : comm_group(slot.group).kind,
+                                                    .level = world ? nullptr : link_level_name(level)});
   std::vector<CompletedCollective>& last = state(task).last_completed;
   if (last.size() == 2) last.erase(last.begin());
   last.push_back(CompletedCollective{slot.group, slot.sequence, call.signature.op, call.site});

@@ -21,14 +21,14 @@
 // task standing for more than one rank may issue meta collectives only: the ranks it stands for
 // have no data of their own to move.
 //
-// Groups (Communicator::split): collectives are matched per group. Group 0 is the world, every
-// task a party; a split registers a group of its tasks in group-rank order, and the k-th
-// collective of a group is matched among those tasks only, sized and timed at the group's size,
-// its data moved in group-rank order, priced on the intra-node link when its ranks lie in one node
-// (hardware_profile.h; the world's collectives keep the world's link). Reports of a group's collectives name the group and its
-// ranks. Each task has one comm stream: a collective starts once the streams of all its parties
-// are free, so disjoint groups overlap and a task's collectives stay in issue order. Groups are
-// offered only when every rank is a task of its own.
+// Groups (Communicator::split): collectives are matched per group. Group 0 is the world, every task
+// a party; a split registers a group of its tasks in group-rank order, and the k-th collective of a
+// group is matched among those tasks only, sized and timed at the group's size, its data moved in
+// group-rank order, priced on the intra-node link when its ranks lie in one node
+// (hardware_profile.h; the world's collectives keep the world's link). Reports of a group's
+// collectives name the group and its ranks. Each task has one comm stream: a collective starts once
+// the streams of all its parties are free, so disjoint groups overlap and a task's collectives stay
+// in issue order. Groups are offered only when every rank is a task of its own.
 #pragma once
 #include <cstdint>
 #include <deque>

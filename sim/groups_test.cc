@@ -302,14 +302,14 @@ TEST(SimGroups, BlockAndAcrossBlockCollectivesArePricedAndLoggedByTheirLevel) {
   hardware.intra_node_bandwidth_bytes_per_s = 1e10;
   hardware.intra_node_latency_s = 1e-7;
   hardware.ranks_per_node = 4;
-  const SimResult result =
-      SimWorld(SimOptions{.world = 8, .seed = kSeed, .hardware = hardware, .jitter_fraction = 0.0}).run([&](SimRank& sim) {
-        std::unique_ptr<Communicator> block = sim.comm().split_block(4, call_site("block"));
-        std::unique_ptr<Communicator> across = sim.comm().split_across_blocks(4, call_site("across"));
-        Tensor buffer = Tensor::zeros({1000});
-        block->all_reduce(buffer, ReduceOp::sum, call_site("in block"));
-        across->all_reduce(buffer, ReduceOp::sum, call_site("across blocks"));
-      });
+  const SimOptions options{.world = 8, .seed = kSeed, .hardware = hardware, .jitter_fraction = 0.0};
+  const SimResult result = SimWorld(options).run([&](SimRank& sim) {
+    std::unique_ptr<Communicator> block = sim.comm().split_block(4, call_site("block"));
+    std::unique_ptr<Communicator> across = sim.comm().split_across_blocks(4, call_site("across"));
+    Tensor buffer = Tensor::zeros({1000});
+    block->all_reduce(buffer, ReduceOp::sum, call_site("in block"));
+    across->all_reduce(buffer, ReduceOp::sum, call_site("across blocks"));
+  });
   ASSERT_TRUE(result.all_ok()) << result.summary();
   std::vector<nlohmann::json> groups;
   for (const auto& event : result.event_log().at("ranks").at(5)) {

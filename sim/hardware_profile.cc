@@ -28,7 +28,8 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
         key != "intra_node_bandwidth_bytes_per_s" && key != "intra_node_latency_s" && key != "ranks_per_node") {
       throw InputError("hardware profile: unknown key /" + key +
                        "; expected peak_flops, bandwidth_bytes_per_s, latency_s, host_link_bytes_per_s, "
-                       "host_optimizer_elements_per_s, intra_node_bandwidth_bytes_per_s, intra_node_latency_s, ranks_per_node");
+                       "host_optimizer_elements_per_s, intra_node_bandwidth_bytes_per_s, intra_node_latency_s, "
+                       "ranks_per_node");
     }
   }
   HardwareProfile defaults;

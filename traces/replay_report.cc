@@ -40,8 +40,10 @@ nlohmann::json model_json(const Trace& trace, int world) {
           {"last_rank_owned_elements", last_rank_owned},
           {"zero_sized_params", zero_sized},
           {"sub_world_params", sub_world},
-          {"note", "every rank holds ceil(numel / W) elements of each parameter; the last ranks own fewer real "
-                   "elements (the rest is zero padding), so shard bytes are equal on every rank"}};
+          {"shard_world", world},
+          {"note", "every rank holds ceil(numel / W) elements of each parameter (W: shard_world, the world or "
+                   "HSDP's block); the last ranks own fewer real elements (the rest is zero padding), so shard bytes "
+                   "are equal on every rank"}};
 }
 
 // Whether the largest per-rank peak fits the device, said for every replay: null (not false) when
@@ -110,7 +112,8 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
         {"device_to_host_bytes_per_step", rank.device_to_host_bytes / std::max<int64_t>(result.steps, 1)},
         {"host_to_device_bytes_per_step", rank.host_to_device_bytes / std::max<int64_t>(result.steps, 1)}}},
       {"measured_bytes_per_shard_element", shard_elements ? static_cast<double>(measured) / shard_elements : 0.0},
-      {"zero_paper_bytes_per_rank", zero_paper_stage3_bytes(trace.parameter_elements(), world)},
+      {"zero_paper_bytes_per_rank",
+       zero_paper_stage3_bytes(trace.parameter_elements(), static_cast<int>(model.at("shard_world").get<int64_t>()))},
       {"zero_paper_widths_on_our_shards_bytes", 16 * shard_elements},
       {"gradient_width_difference_bytes", grad_shard - 2 * shard_elements},
       {"compute_dtype", config.bf16 ? "bf16" : "f32"},
@@ -282,7 +285,10 @@ nlohmann::json checks_json(const Trace& trace, const TrainConfig& config, const 
 
 nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
                              const ShapeReplayResult& result) {
-  const nlohmann::json model = model_json(trace, result.world);
+  // HSDP shards over its blocks, not the world: shard sizes, padding and the paper's figure at G.
+  const int shard_group = config.zero.shard_group_size;
+  const int shard_world = shard_group > 0 && shard_group < result.world ? shard_group : result.world;
+  const nlohmann::json model = model_json(trace, shard_world);
   nlohmann::json report = {{"zero3_replay_report", 1},
                            {"trace", trace.name},
                            {"simulation", result.simulation},

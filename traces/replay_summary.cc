@@ -65,7 +65,11 @@ std::string model_state_lines(const nlohmann::json& report) {
                          ? " + in host memory " + gb(states.at("host_bytes_per_rank").get<double>())
                          : std::string()) +
                     format(") = %.2f bytes per shard element\n", states.at("measured_bytes_per_shard_element").get<double>());
-  out += "  ZeRO paper (2+2+12)*Psi/W: " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
+  // HSDP shards over its blocks of G ranks: the paper's formula at G.
+  const int64_t shard_world = report.at("model").value("shard_world", int64_t{0});
+  const bool blocks = shard_world > 0 && shard_world != report.at("world").get<int64_t>();
+  const std::string divisor = blocks ? "G (HSDP's block of " + std::to_string(shard_world) + ")" : "W";
+  out += "  ZeRO paper (2+2+12)*Psi/" + divisor + ": " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
          "; the paper's widths on our padded shards: " + gb(states.at("zero_paper_widths_on_our_shards_bytes").get<double>()) +
          "; our f32 gradient partition adds " + gb(states.at("gradient_width_difference_bytes").get<double>()) + "\n";
   const nlohmann::json& offload = states.at("offload");
