@@ -39,11 +39,16 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
   choice.profile.bandwidth_bytes_per_s = link.at("bytes_per_s").as_number(1e6, 1e15);
   choice.profile.latency_s = link.at("latency_s").as_number(1e-9, 1.0);
   // The second level: process groups whose ranks all lie in one node run over NVLink whatever the
-  // world's link is (hardware_profile.h).
-  const JsonReader nvlink = root.at("nvlink");
-  nvlink.expect_only_keys({"bytes_per_s", "latency_s", "source"});
-  choice.profile.intra_node_bandwidth_bytes_per_s = nvlink.at("bytes_per_s").as_number(1e6, 1e15);
-  choice.profile.intra_node_latency_s = nvlink.at("latency_s").as_number(1e-9, 1.0);
+  // world's link is (hardware_profile.h). NVLink is required only where it is the world's link, so
+  // a profile without it prices groups on the world's link.
+  choice.profile.intra_node_bandwidth_bytes_per_s = choice.profile.bandwidth_bytes_per_s;
+  choice.profile.intra_node_latency_s = choice.profile.latency_s;
+  if (root.has("nvlink")) {
+    const JsonReader nvlink = root.at("nvlink");
+    nvlink.expect_only_keys({"bytes_per_s", "latency_s", "source"});
+    choice.profile.intra_node_bandwidth_bytes_per_s = nvlink.at("bytes_per_s").as_number(1e6, 1e15);
+    choice.profile.intra_node_latency_s = nvlink.at("latency_s").as_number(1e-9, 1.0);
+  }
   choice.profile.ranks_per_node = choice.gpus_per_node;
   // ZeRO-Offload's host side; a profile without them keeps the simulator's defaults.
   if (root.has("host_link")) {
@@ -63,7 +68,9 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
 
 void check_hpz_within_nodes(int hpz_group_size, int world, const HardwareChoice& hardware, const std::string& source) {
   const int per_node = hardware.gpus_per_node;
-  if (hpz_group_size <= 1 || (hpz_group_size <= per_node && per_node % hpz_group_size == 0)) return;
+  // A world within one node has no block that spans nodes, whatever the block's size.
+  if (hpz_group_size <= 1 || world <= per_node) return;
+  if (hpz_group_size <= per_node && per_node % hpz_group_size == 0) return;
   throw InputError(source + ": /zero_optimization/zero_hpz_partition_size = " + std::to_string(hpz_group_size) +
                    " at the world size " + std::to_string(world) + " on " + hardware.name + " with gpus_per_node " +
                    std::to_string(per_node) + ": hpZ's secondary block would span nodes; ZeRO++ keeps the secondary "

@@ -146,6 +146,7 @@ TEST(ReplayLevels, AnHpzBlockSpanningNodesIsRefusedNamingTheKeyAndTheNode) {
   EXPECT_NO_THROW(check_hpz_within_nodes(8, 64, h100, "ds.json"));
   EXPECT_NO_THROW(check_hpz_within_nodes(4, 64, h100, "ds.json"));
   EXPECT_NO_THROW(check_hpz_within_nodes(1, 64, h100, "ds.json"));
+  EXPECT_NO_THROW(check_hpz_within_nodes(3, 6, h100, "ds.json"));  // six ranks: one node
   for (const int size : {16, 3}) {
     try {
       check_hpz_within_nodes(size, 48, h100, "ds.json");
