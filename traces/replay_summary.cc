@@ -145,6 +145,10 @@ std::string peak_lines(const nlohmann::json& report) {
   return out;
 }
 
+bool hardware_link_is_not_nvlink(const nlohmann::json& time) {
+  return time.at("hardware").at("link").get<std::string>() != "nvlink";
+}
+
 std::string communication_and_time_lines(const nlohmann::json& report) {
   const nlohmann::json& communication = report.at("communication");
   std::string out = "communication (rank 0, all steps):";
@@ -164,6 +168,8 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
   }
   out += (groups.empty() ? "" : " (" + groups + ")") + "\n";
   const nlohmann::json& time = report.at("time");
+  // The link named is the world's; process groups inside a node ride NVLink instead.
+  const bool groups_in_a_node = hardware_link_is_not_nvlink(time) && levels.at("intra_node_bytes").get<int64_t>() > 0;
   const nlohmann::json& hardware = time.at("hardware");
   if (!time.at("steps").empty()) {
     const nlohmann::json& last = time.at("steps").back();
@@ -174,7 +180,8 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
            (last.at("offload_s").get<double>() > 0.0
                 ? ", offload copies and host AdamW " + seconds(last.at("offload_s").get<double>())
                 : std::string()) + ") on " +
-           hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() + "\n";
+           hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() +
+           (groups_in_a_node ? " (groups inside a node over nvlink)" : "") + "\n";
   }
   return out;
 }
