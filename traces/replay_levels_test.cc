@@ -9,6 +9,7 @@
 #include "traces/hardware_catalog.h"
 #include "traces/replay.h"
 #include "traces/replay_report.h"
+#include "traces/timeline.h"
 
 namespace zero3 {
 namespace {
@@ -137,6 +138,29 @@ TEST(ReplayLevels, TheReportCountsTheLastStepsBytesByLevelAndGroup) {
   // Only the loss's scalar all-reduce is left on the world.
   const nlohmann::json none = {{"buffer_bytes", 0}};
   EXPECT_LT(hsdp.at("by_group").value("world", none).at("buffer_bytes").get<int64_t>(), 64);
+}
+
+// The timeline's collective spans carry the group and level, and the SVG's hover text the level.
+TEST(ReplayLevels, TimelineCollectiveSpansCarryTheirGroupAndLevel) {
+  ReplayOptions options = h100_options(16);
+  options.config.zero.hpz_group_size = 8;
+  const Timeline timeline = build_timeline(replay_trace(gpt2(), options), "hpz");
+  int block_spans = 0, world_spans = 0;
+  for (const TimelineEvent& event : timeline.events) {
+    if (!event.args.contains("level")) continue;
+    if (event.args.at("group") == "block") {
+      EXPECT_EQ(event.args.at("level"), "intra-node");
+      ++block_spans;
+    } else {
+      EXPECT_EQ(event.args.at("level"), "inter-node");
+      ++world_spans;
+    }
+  }
+  EXPECT_GT(block_spans, 0);
+  EXPECT_GT(world_spans, 0);
+  const std::string svg = timeline_svg(timeline);
+  EXPECT_NE(svg.find(", intra-node)</title>"), std::string::npos);
+  EXPECT_NE(svg.find(", inter-node)</title>"), std::string::npos);
 }
 
 // ZeRO++'s secondary copy exists to keep backward's gathers in a node: a block that spans nodes is
