@@ -237,6 +237,10 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
   double duration_s = modelled_s * jitter;
   const auto site = [&] { return where(slot.group, call, slot.sequence); };
   if (faults_.fire(FaultKind::late, -1, site)) duration_s += faults_.draw_delay_s();
+  // Matched collectives start in each party's issue order. A group's collective may still start
+  // ahead of one its party issued earlier on another communicator that waits for ranks outside the
+  // group (not matched, so not on the stream yet), where NCCL on one stream would keep issue order:
+  // with jitter, a recorded hpZ run can log a block gather before an earlier world gather.
   double start_s = 0.0;
   for (int task : parties) {
     start_s = std::max({start_s, stream_free_s_[static_cast<size_t>(task)],

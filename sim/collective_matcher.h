@@ -27,8 +27,8 @@
 // group-rank order, priced on the intra-node link when its ranks lie in one node
 // (hardware_profile.h; the world's collectives keep the world's link). Reports of a group's
 // collectives name the group and its ranks. Each task has one comm stream: a collective starts once
-// the streams of all its parties are free, so disjoint groups overlap and a task's collectives stay
-// in issue order. Groups are offered only when every rank is a task of its own.
+// the streams of all its parties are free, so disjoint groups overlap (issue order: see match()).
+// Groups are offered only when every rank is a task of its own.
 #pragma once
 #include <cstdint>
 #include <deque>
