@@ -67,6 +67,10 @@ nlohmann::json collective_event_json(const CollectiveEvent& event) {
                          {"end_s", event.end_s}};
   if (has_root(signature)) json["root"] = signature.root;
   if (has_reduce(signature)) json["reduce"] = reduce_op_name(signature.reduce);
+  if (event.group != nullptr) {
+    json["group"] = event.group;
+    json["level"] = event.level;
+  }
   return json;
 }
 
@@ -89,6 +93,10 @@ void add_collective_event(Fnv1a& hash, const CollectiveEvent& event) {
   digest.add_double(event.end_s);
   if (has_root(signature)) digest.add_signed(signature.root);
   if (has_reduce(signature)) digest.add(static_cast<uint64_t>(signature.reduce));
+  if (event.group != nullptr) {
+    digest.add_text(event.group);
+    digest.add_text(event.level);
+  }
   const uint8_t tag = kCollectiveEventTag;
   hash.add_bytes(&tag, 1);
   hash.add_u64(digest.value());

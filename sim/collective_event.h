@@ -5,7 +5,7 @@
 //   {"type": "collective", "seq": 3, "op": "all_gather", "dtype": "f32", "count": 4, "bytes": 64,
 //    "meta": false, "module": "h.0", "params": ["h.0.w"], "step": 1, "phase": "forward",
 //    "issue_s": ..., "start_s": ..., "end_s": ...}   plus "root" (broadcast) or "reduce"
-//   (reduce-scatter, all-reduce)
+//   (reduce-scatter, all-reduce), and "group" and "level" for a process group's collective
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -26,6 +26,11 @@ struct CollectiveEvent {
   double issue_s = 0.0;
   double start_s = 0.0;
   double end_s = 0.0;
+  // A process group's collective: its kind ("block", "across blocks", "group") and level
+  // ("intra-node", "inter-node"), static strings; null for the world's, whose JSON and hash
+  // therefore stay as they were before groups had levels.
+  const char* group = nullptr;
+  const char* level = nullptr;
 };
 
 nlohmann::json collective_event_json(const CollectiveEvent& event);

@@ -39,11 +39,18 @@ int CollectiveMatcher::register_group(const std::string& key, const std::vector<
     return found->second;
   }
   for (int task : tasks) ZERO3_CHECK(task >= 0 && task < tasks_, "group " + name + " with task " + std::to_string(task));
+  // Every rank is a task of its own here, so the tasks are the members' world ranks.
   CommGroup made{.key = key, .name = name, .tasks = tasks,
-                 .next_sequence = std::vector<int64_t>(static_cast<size_t>(tasks_), -1)};
+                 .next_sequence = std::vector<int64_t>(static_cast<size_t>(tasks_), -1), .kind = "group",
+                 .level = link_level(hardware_, tasks)};
   for (int task : tasks) made.next_sequence[static_cast<size_t>(task)] = 0;
   comm_groups_.push_back(std::move(made));
   return found->second;
+}
+
+void CollectiveMatcher::set_group_kind(int group, const char* kind) {
+  ZERO3_CHECK(group > 0 && static_cast<size_t>(group) < comm_groups_.size(), "kind of group " + std::to_string(group));
+  comm_groups_[static_cast<size_t>(group)].kind = kind;
 }
 
 const CollectiveMatcher::CommGroup& CollectiveMatcher::comm_group(int group) const {
@@ -223,9 +230,17 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
   const int size = group_size(slot.group);
   const int64_t bytes = collective_buffer_bytes(call.signature, size);
   const double jitter = 1.0 + jitter_fraction_ * scheduler_.schedule_rng().next_uniform();
-  double duration_s = collective_time_s(hardware_, call.signature.op, bytes, size) * jitter;
+  const double modelled_s = slot.group == 0
+                                ? collective_time_s(hardware_, call.signature.op, bytes, size)
+                                : group_collective_time_s(hardware_, call.signature.op, bytes, size,
+                                                          comm_group(slot.group).level);
+  double duration_s = modelled_s * jitter;
   const auto site = [&] { return where(slot.group, call, slot.sequence); };
   if (faults_.fire(FaultKind::late, -1, site)) duration_s += faults_.draw_delay_s();
+  // Matched collectives start in each party's issue order. A group's collective may still start
+  // ahead of one its party issued earlier on another communicator that waits for ranks outside the
+  // group (not matched, so not on the stream yet), where NCCL on one stream would keep issue order:
+  // with jitter, a recorded hpZ run can log a block gather before an earlier world gather.
   double start_s = 0.0;
   for (int task : parties) {
     start_s = std::max({start_s, stream_free_s_[static_cast<size_t>(task)],
@@ -291,6 +306,8 @@ void CollectiveMatcher::move_data(CollectiveSlot& slot) {
 void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) {
   const CollectiveSlot::Arrival& arrival = slot.arrivals[static_cast<size_t>(task)];
   const CollectiveCall& call = arrival.call;
+  const bool world = slot.group == 0;
+  const LinkLevel level = comm_group(slot.group).level;
   recorder_.record_collective(task, CollectiveEvent{.sequence = slot.sequence,
                                                     .signature = call.signature,
                                                     .bytes = collective_buffer_bytes(call.signature, group_size(slot.group)),
@@ -298,7 +315,9 @@ void CollectiveMatcher::record_completion(int task, const CollectiveSlot& slot) 
                                                     .site = call.site,
                                                     .issue_s = arrival.issue_s,
                                                     .start_s = slot.start_s,
-                                                    .end_s = slot.end_s});
+                                                    .end_s = slot.end_s,
+                                                    .group = world ? nullptr : comm_group(slot.group).kind,
+                                                    .level = world ? nullptr : link_level_name(level)});
   std::vector<CompletedCollective>& last = state(task).last_completed;
   if (last.size() == 2) last.erase(last.begin());
   last.push_back(CompletedCollective{slot.group, slot.sequence, call.signature.op, call.site});

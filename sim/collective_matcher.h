@@ -21,13 +21,14 @@
 // task standing for more than one rank may issue meta collectives only: the ranks it stands for
 // have no data of their own to move.
 //
-// Groups (Communicator::split): collectives are matched per group. Group 0 is the world, every
-// task a party; a split registers a group of its tasks in group-rank order, and the k-th
-// collective of a group is matched among those tasks only, sized and timed at the group's size,
-// its data moved in group-rank order. Reports of a group's collectives name the group and its
-// ranks. Each task has one comm stream: a collective starts once the streams of all its parties
-// are free, so disjoint groups overlap and a task's collectives stay in issue order. Groups are
-// offered only when every rank is a task of its own.
+// Groups (Communicator::split): collectives are matched per group. Group 0 is the world, every task
+// a party; a split registers a group of its tasks in group-rank order, and the k-th collective of a
+// group is matched among those tasks only, sized and timed at the group's size, its data moved in
+// group-rank order, priced on the intra-node link when its ranks lie in one node
+// (hardware_profile.h; the world's collectives keep the world's link). Reports of a group's
+// collectives name the group and its ranks. Each task has one comm stream: a collective starts once
+// the streams of all its parties are free, so disjoint groups overlap (issue order: see match()).
+// Groups are offered only when every rank is a task of its own.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -93,6 +94,9 @@ class CollectiveMatcher {
   // in group-rank order; the first rank to ask registers it. `name` is what reports call it.
   int register_group(const std::string& key, const std::vector<int>& tasks, const std::string& name);
   const std::string& group_name(int group) const { return comm_group(group).name; }
+  // What the group is for, as logged with its collectives: "block" or "across blocks" (hierarchical
+  // sharding's, communicator.h), "group" for any other split. A static string.
+  void set_group_kind(int group, const char* kind);
   // The group's tasks in group-rank order (the world's: every task).
   const std::vector<int>& group_tasks(int group) const { return comm_group(group).tasks; }
   // Whether a task stands for several ranks (then there are no groups).
@@ -144,6 +148,9 @@ class CollectiveMatcher {
     std::string name;
     std::vector<int> tasks;              // in group-rank order
     std::vector<int64_t> next_sequence;  // by task; -1 for the tasks outside the group
+    const char* kind = "group";
+    // Whether its ranks lie in one node of hardware_.ranks_per_node: its link (hardware_profile.h).
+    LinkLevel level = LinkLevel::inter_node;
   };
   const CommGroup& comm_group(int group) const;
   // Ranks a group's collective spans (for sizes and times): the world's ranks for group 0.

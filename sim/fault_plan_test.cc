@@ -84,5 +84,39 @@ TEST(HardwareProfile, RingCollectivesFollowTheAlphaBetaModel) {
   EXPECT_DOUBLE_EQ(compute_time_s(profile, 5e11), 0.5);
 }
 
+// Two levels: a group inside one node rides the intra-node link, one that spans nodes the world's
+// link; the world's own collectives keep the flat price whatever the levels say.
+TEST(HardwareProfile, AGroupIsPricedOnTheIntraNodeLinkOnlyWhenAllItsRanksShareANode) {
+  HardwareProfile profile{.peak_flops = 1e12, .bandwidth_bytes_per_s = 1e9, .latency_s = 1e-6};
+  profile.intra_node_bandwidth_bytes_per_s = 8e9;
+  profile.intra_node_latency_s = 1e-7;
+  profile.ranks_per_node = 8;
+  EXPECT_EQ(block_level(profile, 8), LinkLevel::intra_node);
+  EXPECT_EQ(block_level(profile, 4), LinkLevel::intra_node);
+  EXPECT_EQ(block_level(profile, 1), LinkLevel::intra_node);
+  EXPECT_EQ(block_level(profile, 16), LinkLevel::inter_node);  // larger than a node
+  EXPECT_EQ(block_level(profile, 3), LinkLevel::inter_node);   // ranks 6..8 straddle nodes 0 and 1
+  EXPECT_EQ(link_level(profile, {8, 9, 15}), LinkLevel::intra_node);
+  EXPECT_EQ(link_level(profile, {0, 8}), LinkLevel::inter_node);  // one rank of each node: across blocks
+  EXPECT_EQ(world_level(profile, 8), LinkLevel::intra_node);
+  EXPECT_EQ(world_level(profile, 16), LinkLevel::inter_node);
+  EXPECT_STREQ(link_level_name(LinkLevel::intra_node), "intra-node");
+  EXPECT_STREQ(link_level_name(LinkLevel::inter_node), "inter-node");
+  // 4 ranks, 4000 bytes: 3 steps of latency + 3/4 of the bytes over the link.
+  EXPECT_DOUBLE_EQ(group_collective_time_s(profile, CollectiveOp::all_gather, 4000, 4, LinkLevel::intra_node),
+                   3e-7 + 3000 / 8e9);
+  EXPECT_DOUBLE_EQ(group_collective_time_s(profile, CollectiveOp::all_gather, 4000, 4, LinkLevel::inter_node),
+                   collective_time_s(profile, CollectiveOp::all_gather, 4000, 4));
+  EXPECT_DOUBLE_EQ(collective_time_s(profile, CollectiveOp::all_gather, 4000, 4), 3e-6 + 3e-6);
+  // The default has one rank per node: every group of two or more is on the one flat link.
+  EXPECT_EQ(block_level(HardwareProfile{}, 2), LinkLevel::inter_node);
+  const HardwareProfile parsed = HardwareProfile::from_json(
+      nlohmann::json::parse(R"({"intra_node_bandwidth_bytes_per_s": 4e11, "ranks_per_node": 8})"));
+  EXPECT_EQ(parsed.ranks_per_node, 8);
+  EXPECT_EQ(parsed.intra_node_bandwidth_bytes_per_s, 4e11);
+  EXPECT_EQ(HardwareProfile::from_json(parsed.to_json()).to_json(), parsed.to_json());
+  EXPECT_THROW(HardwareProfile::from_json(nlohmann::json::parse(R"({"ranks_per_node": 2.5})")), InputError);
+}
+
 }  // namespace
 }  // namespace zero3

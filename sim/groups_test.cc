@@ -290,3 +290,47 @@ TEST(SimGroups, RunsWithGroupsAreDeterministic) {
 
 }  // namespace
 }  // namespace zero3
+
+namespace zero3 {
+namespace {
+
+// Hierarchical sharding's groups on a machine of two nodes of four: the block lies in one node and
+// rides the intra-node link, the group across blocks spans the nodes and takes the world's link,
+// and the event log names each group's kind and level (the world's collectives name neither).
+TEST(SimGroups, BlockAndAcrossBlockCollectivesArePricedAndLoggedByTheirLevel) {
+  HardwareProfile hardware{.peak_flops = 1e12, .bandwidth_bytes_per_s = 1e9, .latency_s = 1e-6};
+  hardware.intra_node_bandwidth_bytes_per_s = 1e10;
+  hardware.intra_node_latency_s = 1e-7;
+  hardware.ranks_per_node = 4;
+  const SimOptions options{.world = 8, .seed = kSeed, .hardware = hardware, .jitter_fraction = 0.0};
+  const SimResult result = SimWorld(options).run([&](SimRank& sim) {
+    std::unique_ptr<Communicator> block = sim.comm().split_block(4, call_site("block"));
+    std::unique_ptr<Communicator> across = sim.comm().split_across_blocks(4, call_site("across"));
+    Tensor buffer = Tensor::zeros({1000});
+    block->all_reduce(buffer, ReduceOp::sum, call_site("in block"));
+    across->all_reduce(buffer, ReduceOp::sum, call_site("across blocks"));
+  });
+  ASSERT_TRUE(result.all_ok()) << result.summary();
+  std::vector<nlohmann::json> groups;
+  for (const auto& event : result.event_log().at("ranks").at(5)) {
+    if (event.value("type", "") != "collective") continue;
+    if (!event.contains("group")) {
+      EXPECT_FALSE(event.contains("level")) << event.dump();  // the world's: the splits' exchanges
+      continue;
+    }
+    groups.push_back(event);
+  }
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].at("group"), "block");
+  EXPECT_EQ(groups[0].at("level"), "intra-node");
+  // end - start of absolute times: equal up to the rounding of the subtraction.
+  EXPECT_NEAR(groups[0].at("end_s").get<double>() - groups[0].at("start_s").get<double>(),
+              group_collective_time_s(hardware, CollectiveOp::all_reduce, 4000, 4, LinkLevel::intra_node), 1e-15);
+  EXPECT_EQ(groups[1].at("group"), "across blocks");
+  EXPECT_EQ(groups[1].at("level"), "inter-node");
+  EXPECT_NEAR(groups[1].at("end_s").get<double>() - groups[1].at("start_s").get<double>(),
+              collective_time_s(hardware, CollectiveOp::all_reduce, 4000, 2), 1e-15);
+}
+
+}  // namespace
+}  // namespace zero3

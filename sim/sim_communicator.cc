@@ -106,6 +106,18 @@ std::unique_ptr<Communicator> SimCommunicator::split(int color, int key, const C
                                            task_, matcher_, group, name);
 }
 
+std::unique_ptr<Communicator> SimCommunicator::split_block(int block_size, const CallSite& site) {
+  std::unique_ptr<Communicator> block = Communicator::split_block(block_size, site);
+  matcher_.set_group_kind(static_cast<SimCommunicator&>(*block).group_, "block");
+  return block;
+}
+
+std::unique_ptr<Communicator> SimCommunicator::split_across_blocks(int block_size, const CallSite& site) {
+  std::unique_ptr<Communicator> across = Communicator::split_across_blocks(block_size, site);
+  matcher_.set_group_kind(static_cast<SimCommunicator&>(*across).group_, "across blocks");
+  return across;
+}
+
 std::shared_ptr<Work> SimCommunicator::all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) {
   return issue_async(all_gather_call(send, recv, site, false));
 }

@@ -35,6 +35,9 @@ class SimCommunicator : public Communicator {
   int world() const override { return world_; }
   std::string group_name() const override { return group_name_; }
   std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override;
+  // split() underneath; the group is then named "block" / "across blocks" in the event log.
+  std::unique_ptr<Communicator> split_block(int block_size, const CallSite& site) override;
+  std::unique_ptr<Communicator> split_across_blocks(int block_size, const CallSite& site) override;
 
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override;
   std::shared_ptr<Work> reduce_scatter_async(const Tensor& send, Tensor& recv, ReduceOp op,

@@ -192,6 +192,8 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   const Trace trace = trace_for_the_run(flags, recorded, options.config);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = replay_hardware(flags, options.world);
+  check_hpz_within_nodes(options.config.zero.hpz_group_size, options.world, hardware,
+                         flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags");
   options.hardware = hardware.profile;
   std::unique_ptr<ProgressBar> bar;  // made at the first step, when the number of steps is known
   options.on_progress = [&](int64_t done, int64_t total) {

@@ -1,4 +1,5 @@
-// Reading hardware profile files and choosing the link a collective of W ranks runs over.
+// Reading hardware profile files and choosing the link a collective of W ranks runs over, and the
+// intra-node link of groups inside a node.
 #include "traces/hardware_catalog.h"
 
 #include <algorithm>
@@ -37,6 +38,18 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
   link.expect_only_keys({"bytes_per_s", "latency_s", "source"});
   choice.profile.bandwidth_bytes_per_s = link.at("bytes_per_s").as_number(1e6, 1e15);
   choice.profile.latency_s = link.at("latency_s").as_number(1e-9, 1.0);
+  // The second level: process groups whose ranks all lie in one node run over NVLink whatever the
+  // world's link is (hardware_profile.h). NVLink is required only where it is the world's link, so
+  // a profile without it prices groups on the world's link.
+  choice.profile.intra_node_bandwidth_bytes_per_s = choice.profile.bandwidth_bytes_per_s;
+  choice.profile.intra_node_latency_s = choice.profile.latency_s;
+  if (root.has("nvlink")) {
+    const JsonReader nvlink = root.at("nvlink");
+    nvlink.expect_only_keys({"bytes_per_s", "latency_s", "source"});
+    choice.profile.intra_node_bandwidth_bytes_per_s = nvlink.at("bytes_per_s").as_number(1e6, 1e15);
+    choice.profile.intra_node_latency_s = nvlink.at("latency_s").as_number(1e-9, 1.0);
+  }
+  choice.profile.ranks_per_node = choice.gpus_per_node;
   // ZeRO-Offload's host side; a profile without them keeps the simulator's defaults.
   if (root.has("host_link")) {
     const JsonReader host_link = root.at("host_link");
@@ -51,6 +64,18 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
     choice.profile.host_optimizer_elements_per_s = host_optimizer.at("elements_per_s").as_number(1e3, 1e15);
   }
   return choice;
+}
+
+void check_hpz_within_nodes(int hpz_group_size, int world, const HardwareChoice& hardware, const std::string& source) {
+  const int per_node = hardware.gpus_per_node;
+  // A world within one node has no block that spans nodes, whatever the block's size.
+  if (hpz_group_size <= 1 || world <= per_node) return;
+  if (hpz_group_size <= per_node && per_node % hpz_group_size == 0) return;
+  throw InputError(source + ": /zero_optimization/zero_hpz_partition_size = " + std::to_string(hpz_group_size) +
+                   " at the world size " + std::to_string(world) + " on " + hardware.name + " with gpus_per_node " +
+                   std::to_string(per_node) + ": hpZ's secondary block would span nodes; ZeRO++ keeps the secondary "
+                   "copy so that backward's all-gathers run inside a node over NVLink, so the size must divide "
+                   "gpus_per_node (use --shard-group for HSDP blocks that span nodes)");
 }
 
 HardwareChoice load_hardware(const std::string& name_or_path, int world) {

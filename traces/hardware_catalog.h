@@ -29,6 +29,11 @@ HardwareChoice default_hardware();
 // `name_or_path`: a .json file, or a name in traces/hardware/ ("h100", "h200", "a100").
 // InputError naming the file and JSON path for anything missing or out of range.
 HardwareChoice load_hardware(const std::string& name_or_path, int world);
+// ZeRO++ hpZ keeps its secondary shards in blocks of `hpz_group_size` consecutive ranks so that
+// backward's all-gathers stay on NVLink: a block spanning nodes (the size exceeds gpus_per_node or
+// does not divide it, in a world larger than a node) defeats that, so it is an InputError naming `source`'s key, the value, the
+// world size and gpus per node. HSDP blocks spanning nodes stay legal (priced on the network).
+void check_hpz_within_nodes(int hpz_group_size, int world, const HardwareChoice& hardware, const std::string& source);
 HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world);
 
 }  // namespace zero3

@@ -137,7 +137,12 @@ void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayRe
   sim_options.hardware = options.hardware;
   sim_options.jitter_fraction = 0.0;        // the prediction is the cost model's, not a sample
   sim_options.fiber_stack_bytes = 1 << 20;  // the engine and the driver run on the fiber stacks
-  if (options.share_identical_ranks) sim_options.rank_groups = ranks_by_event_stream(trace, result.world);
+  // Hierarchical sharding splits the world, and the matcher offers groups only to ranks that are
+  // tasks of their own (collective_matcher.h): then every rank runs its own engine.
+  const ZeroConfig& zero = options.config.zero;
+  const bool splits = (zero.shard_group_size > 0 && zero.shard_group_size < result.world) ||
+                      (zero.hpz_group_size > 1 && zero.hpz_group_size < result.world);
+  if (options.share_identical_ranks && !splits) sim_options.rank_groups = ranks_by_event_stream(trace, result.world);
   SimWorld world(sim_options);
   const RankGroups& groups = world.groups();
   std::vector<RankReplay> simulated(static_cast<size_t>(groups.tasks()));
@@ -156,6 +161,10 @@ void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayRe
     const size_t lowest = static_cast<size_t>(groups.rank_of(task));
     result.ranks[lowest] = std::move(simulated[static_cast<size_t>(task)]);
     result.collectives[lowest] = collectives_from_event_log(logs.at(static_cast<size_t>(task)));
+    // The event log names the level of group collectives only; the world's is the world's size.
+    for (TraceCollective& call : result.collectives[lowest]) {
+      if (call.level.empty()) call.level = link_level_name(world_level(options.hardware, result.world));
+    }
     for (int rank : groups.ranks_of(task)) {
       if (static_cast<size_t>(rank) == lowest) continue;
       result.ranks[static_cast<size_t>(rank)] = sharing_rank(result.ranks[lowest], rank);

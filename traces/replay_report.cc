@@ -5,6 +5,7 @@
 #include <map>
 
 #include "core/tensor/allocator.h"
+#include "core/tensor/dtype.h"
 #include "core/sharding/partition.h"
 #include "traces/memory_estimates.h"
 
@@ -39,8 +40,10 @@ nlohmann::json model_json(const Trace& trace, int world) {
           {"last_rank_owned_elements", last_rank_owned},
           {"zero_sized_params", zero_sized},
           {"sub_world_params", sub_world},
-          {"note", "every rank holds ceil(numel / W) elements of each parameter; the last ranks own fewer real "
-                   "elements (the rest is zero padding), so shard bytes are equal on every rank"}};
+          {"shard_world", world},
+          {"note", "every rank holds ceil(numel / W) elements of each parameter (W: shard_world, the world or "
+                   "HSDP's block); the last ranks own fewer real elements (the rest is zero padding), so shard bytes "
+                   "are equal on every rank"}};
 }
 
 // Whether the largest per-rank peak fits the device, said for every replay: null (not false) when
@@ -109,7 +112,8 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
         {"device_to_host_bytes_per_step", rank.device_to_host_bytes / std::max<int64_t>(result.steps, 1)},
         {"host_to_device_bytes_per_step", rank.host_to_device_bytes / std::max<int64_t>(result.steps, 1)}}},
       {"measured_bytes_per_shard_element", shard_elements ? static_cast<double>(measured) / shard_elements : 0.0},
-      {"zero_paper_bytes_per_rank", zero_paper_stage3_bytes(trace.parameter_elements(), world)},
+      {"zero_paper_bytes_per_rank",
+       zero_paper_stage3_bytes(trace.parameter_elements(), static_cast<int>(model.at("shard_world").get<int64_t>()))},
       {"zero_paper_widths_on_our_shards_bytes", 16 * shard_elements},
       {"gradient_width_difference_bytes", grad_shard - 2 * shard_elements},
       {"compute_dtype", config.bf16 ? "bf16" : "f32"},
@@ -129,9 +133,37 @@ nlohmann::json model_states_json(const Trace& trace, const TrainConfig& config, 
         {"estimates", estimates}}}};
 }
 
-int64_t collective_elements(const TraceCollective& call, int world) {
-  const bool gathered = call.op == "all_gather" || call.op == "reduce_scatter";
-  return gathered ? call.count * world : call.count;
+// Elements of the whole buffer: `bytes` is already sized at the collective's own group (a
+// block's gather holds G blocks, not W).
+int64_t collective_elements(const TraceCollective& call) {
+  DType dtype = DType::f32;
+  if (!parse_dtype(call.dtype, &dtype)) return 0;
+  return call.bytes / dtype_bytes(dtype);
+}
+
+// Buffer bytes of the last step's collectives (as predicted_step_s, the steady state) by the level
+// of the group each ran on, and by group. FORMAT.md, "Replay report".
+nlohmann::json levels_json(const ShapeReplayResult& result) {
+  const int64_t last_step = result.steps - 1;
+  std::map<std::string, nlohmann::json> by_group;
+  int64_t intra_bytes = 0;
+  int64_t inter_bytes = 0;
+  for (const TraceCollective& call : result.collectives.at(0)) {
+    if (call.step != last_step) continue;
+    (call.level == "intra-node" ? intra_bytes : inter_bytes) += call.bytes;
+    nlohmann::json& group = by_group[call.group];
+    if (group.is_null()) group = {{"level", call.level}, {"count", 0}, {"buffer_bytes", 0}, {"time_s", 0.0}};
+    group["count"] = group["count"].get<int64_t>() + 1;
+    group["buffer_bytes"] = group["buffer_bytes"].get<int64_t>() + call.bytes;
+    group["time_s"] = group["time_s"].get<double>() + call.duration_s;
+  }
+  return {{"step", last_step},
+          {"intra_node_bytes", intra_bytes},
+          {"inter_node_bytes", inter_bytes},
+          {"by_group", by_group},
+          {"note", "buffer bytes (the whole gathered / scattered / reduced buffer, as by_op counts them) of rank 0's "
+                   "collectives in the last step, split by the level of the group each ran on: intra-node when all "
+                   "the group's ranks lie in one node (priced on NVLink), else inter-node (priced on the network)"}};
 }
 
 nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& result) {
@@ -142,9 +174,9 @@ nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& r
     if (op.is_null()) op = {{"count", 0}, {"buffer_bytes", 0}, {"elements", 0}, {"time_s", 0.0}};
     op["count"] = op["count"].get<int64_t>() + 1;
     op["buffer_bytes"] = op["buffer_bytes"].get<int64_t>() + call.bytes;
-    op["elements"] = op["elements"].get<int64_t>() + collective_elements(call, result.world);
+    op["elements"] = op["elements"].get<int64_t>() + collective_elements(call);
     op["time_s"] = op["time_s"].get<double>() + call.duration_s;
-    if (call.op == "all_gather" || call.op == "reduce_scatter") sharded_elements += collective_elements(call, result.world);
+    if (call.op == "all_gather" || call.op == "reduce_scatter") sharded_elements += collective_elements(call);
   }
   const double steps = static_cast<double>(std::max<int64_t>(result.steps, 1));
   const double ddp_elements = 2.0 * static_cast<double>(trace.parameter_elements());
@@ -153,6 +185,7 @@ nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& r
           {"ddp_volume_elements_per_step", ddp_elements},
           {"zero3_volume_elements_per_step", static_cast<double>(sharded_elements) / steps},
           {"ratio_to_ddp", ddp_elements > 0 ? static_cast<double>(sharded_elements) / steps / ddp_elements : 0.0},
+          {"bytes_per_step_by_level", levels_json(result)},
           {"note", "volumes in elements of the gathered / scattered buffers, so dtypes do not blur the ratio: "
                    "DDP all-reduces 2Ψ per step; ZeRO-3 gathers Ψ in forward and again in backward and "
                    "reduce-scatters Ψ (the paper's 3Ψ = 1.5x), less what persistent or reused parameters save"}};
@@ -183,7 +216,8 @@ nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& 
           {"hardware", {{"name", hardware.name}, {"link", hardware.link}, {"assumed", hardware.assumed},
                         {"profile", hardware.profile.to_json()}, {"profile_file", hardware.file}}},
           {"model", "compute: flops / (peak_flops x flops_efficiency) on the compute stream; collectives: ring "
-                    "alpha-beta on one communication stream; a module waits for its gathers, so communication "
+                    "alpha-beta on one communication stream, a process group's on NVLink when its ranks share a "
+                    "node and on the world's link otherwise; a module waits for its gathers, so communication "
                     "overlaps compute only as far as prefetching runs ahead. The last step follows the recorded "
                     "fetch order (prefetching on): it is the predicted steady-state step."}};
 }
@@ -204,10 +238,17 @@ nlohmann::json recorded_collectives_json(const Trace& trace, const TrainConfig& 
       return {{"compared", false}, {"reason", "replayed with a different config than the run was recorded with"}};
     }
   }
-  const std::vector<TraceCollective>& recorded = trace.collectives.at(0);
-  const std::vector<TraceCollective>& replayed = result.collectives.at(0);
+  // The simulator forms process groups with an exchange at setup that the symmetric replay, which
+  // knows the groups from their sizes, does without: the training steps' collectives are compared.
+  auto steps_only = [](std::vector<TraceCollective> calls) {
+    std::erase_if(calls, [](const TraceCollective& call) { return call.phase == "setup"; });
+    return calls;
+  };
+  const std::vector<TraceCollective> recorded = steps_only(trace.collectives.at(0));
+  const std::vector<TraceCollective> replayed = steps_only(result.collectives.at(0));
   auto same = [](const TraceCollective& a, const TraceCollective& b) {
-    return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.module == b.module && a.phase == b.phase;
+    return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.module == b.module && a.phase == b.phase &&
+           a.group == b.group;
   };
   size_t first = 0;
   while (first < recorded.size() && first < replayed.size() && same(recorded[first], replayed[first])) ++first;
@@ -216,7 +257,7 @@ nlohmann::json recorded_collectives_json(const Trace& trace, const TrainConfig& 
     if (index >= calls.size()) return "<none>";
     const TraceCollective& call = calls[index];
     return call.op + " " + call.dtype + " count=" + std::to_string(call.count) + " module '" + call.module + "' " +
-           call.phase;
+           call.phase + (call.group == "world" ? "" : " on the " + call.group + " group");
   };
   nlohmann::json out = {{"compared", true}, {"recorded", recorded.size()}, {"replayed", replayed.size()}, {"equal", equal}};
   if (!equal) {
@@ -251,7 +292,10 @@ nlohmann::json checks_json(const Trace& trace, const TrainConfig& config, const 
 
 nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
                              const ShapeReplayResult& result) {
-  const nlohmann::json model = model_json(trace, result.world);
+  // HSDP shards over its blocks, not the world: shard sizes, padding and the paper's figure at G.
+  const int shard_group = config.zero.shard_group_size;
+  const int shard_world = shard_group > 0 && shard_group < result.world ? shard_group : result.world;
+  const nlohmann::json model = model_json(trace, shard_world);
   nlohmann::json report = {{"zero3_replay_report", 1},
                            {"trace", trace.name},
                            {"simulation", result.simulation},

@@ -65,7 +65,11 @@ std::string model_state_lines(const nlohmann::json& report) {
                          ? " + in host memory " + gb(states.at("host_bytes_per_rank").get<double>())
                          : std::string()) +
                     format(") = %.2f bytes per shard element\n", states.at("measured_bytes_per_shard_element").get<double>());
-  out += "  ZeRO paper (2+2+12)*Psi/W: " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
+  // HSDP shards over its blocks of G ranks: the paper's formula at G.
+  const int64_t shard_world = report.at("model").value("shard_world", int64_t{0});
+  const bool blocks = shard_world > 0 && shard_world != report.at("world").get<int64_t>();
+  const std::string divisor = blocks ? "G (HSDP's block of " + std::to_string(shard_world) + ")" : "W";
+  out += "  ZeRO paper (2+2+12)*Psi/" + divisor + ": " + gb(states.at("zero_paper_bytes_per_rank").get<double>()) +
          "; the paper's widths on our padded shards: " + gb(states.at("zero_paper_widths_on_our_shards_bytes").get<double>()) +
          "; our f32 gradient partition adds " + gb(states.at("gradient_width_difference_bytes").get<double>()) + "\n";
   const nlohmann::json& offload = states.at("offload");
@@ -141,6 +145,10 @@ std::string peak_lines(const nlohmann::json& report) {
   return out;
 }
 
+bool hardware_link_is_not_nvlink(const nlohmann::json& time) {
+  return time.at("hardware").at("link").get<std::string>() != "nvlink";
+}
+
 std::string communication_and_time_lines(const nlohmann::json& report) {
   const nlohmann::json& communication = report.at("communication");
   std::string out = "communication (rank 0, all steps):";
@@ -149,7 +157,19 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
            gb(totals.at("buffer_bytes").get<double>());
   }
   out += format("; per step %.3f x the 2*Psi DDP volume\n", communication.at("ratio_to_ddp").get<double>());
+  const nlohmann::json& levels = communication.at("bytes_per_step_by_level");
+  out += "bytes per step by link (rank 0, last step): intra-node " +
+         gb(levels.at("intra_node_bytes").get<double>()) + ", inter-node " +
+         gb(levels.at("inter_node_bytes").get<double>());
+  std::string groups;
+  for (const auto& [group, totals] : levels.at("by_group").items()) {
+    groups += (groups.empty() ? "" : ", ") + group + " " + totals.at("level").get<std::string>() + " " +
+              gb(totals.at("buffer_bytes").get<double>());
+  }
+  out += (groups.empty() ? "" : " (" + groups + ")") + "\n";
   const nlohmann::json& time = report.at("time");
+  // The link named is the world's; process groups inside a node ride NVLink instead.
+  const bool groups_in_a_node = hardware_link_is_not_nvlink(time) && levels.at("intra_node_bytes").get<int64_t>() > 0;
   const nlohmann::json& hardware = time.at("hardware");
   if (!time.at("steps").empty()) {
     const nlohmann::json& last = time.at("steps").back();
@@ -160,7 +180,8 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
            (last.at("offload_s").get<double>() > 0.0
                 ? ", offload copies and host AdamW " + seconds(last.at("offload_s").get<double>())
                 : std::string()) + ") on " +
-           hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() + "\n";
+           hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() +
+           (groups_in_a_node ? " (groups inside a node over nvlink)" : "") + "\n";
   }
   return out;
 }

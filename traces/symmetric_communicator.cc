@@ -20,11 +20,20 @@ class ModelledWork : public Work {
 
 }  // namespace
 
+SymmetricCommunicator::SymmetricCommunicator(int rank, int world, StreamClock& clock)
+    : SymmetricCommunicator(rank, world, clock, std::make_shared<Shared>(), "world",
+                            world_level(clock.hardware(), world)) {}
+
+SymmetricCommunicator::SymmetricCommunicator(int rank, int world, StreamClock& clock, std::shared_ptr<Shared> shared,
+                                             std::string group, LinkLevel level)
+    : rank_(rank), world_(world), clock_(clock), shared_(std::move(shared)), log_(&shared_->log),
+      group_(std::move(group)), level_(level) {}
+
 std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& signature, const CallSite& site,
                                                    std::initializer_list<const Tensor*> buffers) {
-  if (!abort_reason_.empty()) {
+  if (!shared_->abort_reason.empty()) {
     throw PeerFailureError(std::string(collective_op_name(signature.op)) + " (" + describe(site) + ") after rank " +
-                               std::to_string(rank_) + " aborted the world: " + abort_reason_,
+                               std::to_string(rank_) + " aborted the world: " + shared_->abort_reason,
                            rank_);
   }
   for (const Tensor* buffer : buffers) {
@@ -36,12 +45,14 @@ std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& si
     }
   }
   const int64_t bytes = collective_buffer_bytes(signature, world_);
-  const double duration_s = collective_time_s(clock_.hardware(), signature.op, bytes, world_);
+  const double duration_s = group_ == "world"
+                                ? collective_time_s(clock_.hardware(), signature.op, bytes, world_)
+                                : group_collective_time_s(clock_.hardware(), signature.op, bytes, world_, level_);
   const double start_s = clock_.start_collective(duration_s);
-  log_.push_back({.sequence = static_cast<int64_t>(log_.size()), .op = collective_op_name(signature.op),
-                  .dtype = dtype_name(signature.dtype), .count = signature.count, .bytes = bytes,
-                  .module = site.module, .phase = site.phase, .step = site.step, .start_s = start_s,
-                  .duration_s = duration_s});
+  log_->push_back({.sequence = static_cast<int64_t>(log_->size()), .op = collective_op_name(signature.op),
+                   .dtype = dtype_name(signature.dtype), .count = signature.count, .bytes = bytes,
+                   .module = site.module, .phase = site.phase, .step = site.step, .start_s = start_s,
+                   .duration_s = duration_s, .group = group_, .level = link_level_name(level_)});
   return std::make_shared<ModelledWork>(clock_, start_s + duration_s);
 }
 
@@ -74,6 +85,40 @@ std::unique_ptr<Communicator> SymmetricCommunicator::split(int color, int key, c
   throw InputError("split on rank " + std::to_string(rank_) + " (" + describe(site) +
                    "): the symmetric replay does not support process groups yet; expected a communicator without "
                    "split() calls, or replay on the full simulator");
+}
+
+std::unique_ptr<Communicator> SymmetricCommunicator::group_of(int block_size, bool across, const CallSite& site) {
+  const char* what = across ? "split_across_blocks" : "split_block";
+  if (group_ != "world" || block_size < 1 || world_ % block_size != 0) {
+    throw InputError(std::string(what) + "(" + std::to_string(block_size) + ") on rank " + std::to_string(rank_) +
+                     " (" + describe(site) + ") of the symmetric replay's " + group_ + " of " +
+                     std::to_string(world_) + " ranks: expected a block size that divides the world's size");
+  }
+  const HardwareProfile& hardware = clock_.hardware();
+  const int blocks = world_ / block_size;
+  // Every group of the split, for its level: the slowest one's link sets every rank's pace.
+  LinkLevel level = LinkLevel::intra_node;
+  if (across) {
+    for (int place = 0; place < block_size && level == LinkLevel::intra_node; ++place) {
+      std::vector<int> members;
+      for (int block = 0; block < blocks; ++block) members.push_back(block * block_size + place);
+      level = link_level(hardware, members);
+    }
+  } else {
+    level = block_level(hardware, block_size);
+  }
+  const int group_rank = across ? rank_ / block_size : rank_ % block_size;
+  const int group_world = across ? blocks : block_size;
+  return std::unique_ptr<Communicator>(new SymmetricCommunicator(
+      group_rank, group_world, clock_, shared_, across ? "across blocks" : "block", level));
+}
+
+std::unique_ptr<Communicator> SymmetricCommunicator::split_block(int block_size, const CallSite& site) {
+  return group_of(block_size, /*across=*/false, site);
+}
+
+std::unique_ptr<Communicator> SymmetricCommunicator::split_across_blocks(int block_size, const CallSite& site) {
+  return group_of(block_size, /*across=*/true, site);
 }
 
 }  // namespace zero3

@@ -46,7 +46,7 @@ Timeline build_timeline(const ShapeReplayResult& result, const std::string& titl
            .category = call.op, .rank = rank.rank, .track = track_of(call.op), .start_ns = to_ns(call.start_s),
            .end_ns = to_ns(call.start_s + call.duration_s),
            .args = {{"sequence", call.sequence}, {"dtype", call.dtype}, {"count", call.count}, {"bytes", call.bytes},
-                    {"phase", call.phase}, {"step", call.step}}});
+                    {"phase", call.phase}, {"step", call.step}, {"group", call.group}, {"level", call.level}}});
     }
     timeline.memory.push_back({rank.rank, simulated.memory});
   }

@@ -210,6 +210,12 @@ class SvgPainter {
     return out;
   }
 
+  // ", inter-node" for a collective whose level is known: the link it was priced on.
+  static std::string level_of(const TimelineEvent& event) {
+    if (!event.args.contains("level") || event.args.at("level").get<std::string>().empty()) return "";
+    return ", " + event.args.at("level").get<std::string>();
+  }
+
   void span(const TimelineEvent& event, double top) {
     const double left = x(event.start_ns);
     const double width = std::max(0.4, x(event.end_ns) - left);
@@ -220,7 +226,8 @@ class SvgPainter {
     last_column_[row] = column;
     out_ << "<rect x=\"" << left << "\" y=\"" << top + 1 << "\" width=\"" << width << "\" height=\"" << kRow - 2
          << "\" fill=\"" << color_of(event.category) << "\"><title>" << escape(event.name) << " ("
-         << seconds_label(static_cast<double>(event.end_ns - event.start_ns) * 1e-9) << ")</title></rect>\n";
+         << seconds_label(static_cast<double>(event.end_ns - event.start_ns) * 1e-9) << level_of(event)
+         << ")</title></rect>\n";
     if (width > 7.0 * static_cast<double>(event.name.size())) {
       out_ << "<text x=\"" << left + 2 << "\" y=\"" << top + kRow - 3 << "\" font-size=\"8\" fill=\"#fff\">"
            << escape(event.name) << "</text>\n";

@@ -185,8 +185,14 @@ nlohmann::json item_json(const Trace& trace, const TraceItem& item) {
 }
 
 nlohmann::json collective_json(const TraceCollective& call) {
-  return {call.sequence, call.op, call.dtype, call.count, call.bytes, call.module, call.phase, call.step,
-          call.start_s, call.duration_s};
+  nlohmann::json out = {call.sequence, call.op, call.dtype, call.count, call.bytes, call.module, call.phase, call.step,
+                        call.start_s, call.duration_s};
+  // Traces recorded before the levels, and flat runs without them, keep their ten elements.
+  if (call.group != "world" || !call.level.empty()) {
+    out.push_back(call.group);
+    out.push_back(call.level);
+  }
+  return out;
 }
 
 nlohmann::json run_json(const TraceRun& run) {

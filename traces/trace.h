@@ -83,6 +83,11 @@ struct TraceCollective {
   int64_t step = -1;
   double start_s = 0.0;
   double duration_s = 0.0;
+  // The communicator it ran on: "world", or hierarchical sharding's "block" / "across blocks"
+  // (communicator.h); and whether its ranks all lie in one node, "intra-node" or "inter-node"
+  // (hardware_profile.h), "" where the recording did not say.
+  std::string group = "world";
+  std::string level{};
   bool operator==(const TraceCollective&) const = default;
 };
 

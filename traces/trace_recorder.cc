@@ -161,7 +161,8 @@ std::vector<TraceCollective> collectives_from_event_log(const nlohmann::json& ra
                    .dtype = event.at("dtype").get<std::string>(), .count = event.at("count").get<int64_t>(),
                    .bytes = event.at("bytes").get<int64_t>(), .module = event.at("module").get<std::string>(),
                    .phase = event.at("phase").get<std::string>(), .step = event.at("step").get<int64_t>(),
-                   .start_s = start_s, .duration_s = event.at("end_s").get<double>() - start_s});
+                   .start_s = start_s, .duration_s = event.at("end_s").get<double>() - start_s,
+                   .group = event.value("group", "world"), .level = event.value("level", "")});
   }
   return out;
 }

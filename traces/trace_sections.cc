@@ -11,8 +11,10 @@
 namespace zero3 {
 
 TraceCollective read_collective(const JsonReader& node) {
-  if (!node.json().is_array() || node.size() != 10) {
-    node.fail("[sequence, op, dtype, count, bytes, module, phase, step, start_s, duration_s]");
+  // Two more elements, group and level, where the run's communicator said them (FORMAT.md).
+  if (!node.json().is_array() || (node.size() != 10 && node.size() != 12)) {
+    node.fail("[sequence, op, dtype, count, bytes, module, phase, step, start_s, duration_s] or the same with "
+              "group and level after them");
   }
   TraceCollective call;
   constexpr int64_t kMax = int64_t{1} << 60;
@@ -26,6 +28,10 @@ TraceCollective read_collective(const JsonReader& node) {
   call.step = node.at(7).as_int(-1, kMax);
   call.start_s = node.at(8).as_number(0.0, 1e12);
   call.duration_s = node.at(9).as_number(0.0, 1e12);
+  if (node.size() == 12) {
+    call.group = node.at(10).as_choice({"world", "block", "across blocks", "group"});
+    call.level = node.at(11).as_choice({"intra-node", "inter-node", ""});
+  }
   return call;
 }
 

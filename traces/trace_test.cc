@@ -151,6 +151,25 @@ TEST(TraceWriter, WhatItWritesReadsBackTheSame) {
   EXPECT_EQ(again.steps[0].items, trace.steps[0].items);
 }
 
+// A collective log's calls say their group and level in two trailing elements; a world call with
+// no level keeps the ten it always had, so older traces read and write unchanged.
+TEST(TraceWriter, CollectivesKeepTheirGroupAndLevelAndWorldCallsKeepTenElements) {
+  Trace trace = read_trace(small_trace(), "t.json");
+  trace.collectives = {{{.sequence = 0, .op = "all_gather", .dtype = "bf16", .count = 4, .bytes = 64, .module = "a",
+                         .phase = "forward", .step = 0, .start_s = 0.0, .duration_s = 1e-6},
+                        {.sequence = 1, .op = "all_gather", .dtype = "bf16", .count = 4, .bytes = 32, .module = "a",
+                         .phase = "backward", .step = 0, .start_s = 1e-6, .duration_s = 1e-7, .group = "block",
+                         .level = "intra-node"}}};
+  const nlohmann::json json = trace_to_json(trace);
+  EXPECT_EQ(json.at("collectives").at("calls").at(0).size(), 10u);  // one list for all ranks
+  EXPECT_EQ(json.at("collectives").at("calls").at(1).size(), 12u);
+  const Trace again = read_trace(nlohmann::json::parse(trace_to_text(trace)), "again.json");
+  EXPECT_EQ(again.collectives, trace.collectives);
+  nlohmann::json bad = json;
+  bad["collectives"]["calls"][1][11] = "cross-rack";
+  EXPECT_NE(error_of(bad).find("/collectives/calls/1/11"), std::string::npos) << error_of(bad);
+}
+
 // Activation checkpointing keeps a module's output: enter and call events may say its bytes in a
 // trailing options object, which the writer keeps and leaves out when there is none.
 TEST(TraceWriter, OutputBytesReadBackTheSameAndAreLeftOutWhenZero) {
