@@ -153,7 +153,7 @@ const std::vector<FuzzProperty>& fuzz_properties() {
       {"checkpoint-round-trip", "SPMD cases: save at step k on W1, resume on W2, equal to the reference",
        gen_checkpoint_case, check_checkpoint_round_trip},
       {"replay-memory", "SPMD cases: the recorded trace replays to the run's per-rank memory peaks",
-       gen_spmd_case, check_replay_memory},
+       gen_replay_case, check_replay_memory},
       {"device-agreement", "SPMD cases: the opaque device's run equals the cpu run bit for bit", gen_spmd_case,
        check_device_agreement},
   };
