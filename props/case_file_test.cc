@@ -23,6 +23,9 @@ RC_GTEST_PROP(CaseFile, EveryGeneratedCaseRoundTripsThroughItsCaseFile, ()) {
   RC_ASSERT(read.config.checkpoint_modules == original.config.checkpoint_modules);
   RC_ASSERT(read.config.zero.offload_optimizer == original.config.zero.offload_optimizer);
   RC_ASSERT(read.config.zero.offload_param == original.config.zero.offload_param);
+  RC_ASSERT(read.config.zero.shard_group_size == original.config.zero.shard_group_size);
+  RC_ASSERT(read.config.zero.hpz_group_size == original.config.zero.hpz_group_size);
+  RC_TAG(original.config.zero.shard_group_size > 0 ? "HSDP" : original.config.zero.hpz_group_size > 1 ? "hpZ" : "flat");
 }
 
 RC_GTEST_PROP(CaseFile, EveryCheckpointCaseRoundTripsThroughItsCaseFile, ()) {
@@ -43,6 +46,23 @@ TEST(CaseFile, ACheckpointStepOutsideTheRunIsAnInputErrorNamingThePath) {
     FAIL() << "expected an InputError";
   } catch (const InputError& error) {
     EXPECT_EQ(std::string(error.what()).rfind("bad.json: at /run/checkpoint/save_at_step: expected an integer", 0), 0u)
+        << error.what();
+  }
+}
+
+TEST(CaseFile, AGroupSizeThatDoesNotDivideTheWorldIsAnInputErrorNamingThePath) {
+  FuzzCase fuzz_case{.model_spec = {{"zero3_model_spec", 1}}, .world = 4};
+  fuzz_case.config.zero.shard_group_size = 2;
+  nlohmann::json file = case_file_json(fuzz_case, "equivalence", "");
+  EXPECT_EQ(case_from_file_json(file, "good.json").config.zero.shard_group_size, 2);
+  file["run"]["world"] = 3;
+  try {
+    case_from_file_json(file, "bad.json");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("bad.json /run/config: /zero_optimization/mics_shard_size = 2 does not "
+                                             "divide the world size 3"),
+              std::string::npos)
         << error.what();
   }
 }

@@ -88,6 +88,8 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
   std::vector<std::string> warnings;
   fuzz_case.config = parse_train_config(run.at("config").json(), source + " /run/config", &warnings);
   if (!warnings.empty()) run.at("config").fail("only keys zero3 reads (" + warnings.front() + ")");
+  // A group size the world cannot hold is the file's error, not a failure of the run.
+  check_group_sizes(fuzz_case.config, fuzz_case.world, source + " /run/config");
   const JsonReader inject = run.at("inject");
   for (size_t i = 0; i < inject.size(); ++i) {
     fuzz_case.inject.push_back(inject.at(i).as_string());
@@ -134,6 +136,8 @@ std::string describe(const FuzzCase& fuzz_case) {
   const TrainConfig& config = fuzz_case.config;
   // The levers, where they are on: a shrunk counterexample keeps only those its failure needs.
   if (config.zero.stage != 3) text += ", stage " + std::to_string(config.zero.stage);
+  if (config.zero.shard_group_size > 0) text += ", HSDP blocks of " + std::to_string(config.zero.shard_group_size);
+  if (config.zero.hpz_group_size > 1) text += ", hpZ blocks of " + std::to_string(config.zero.hpz_group_size);
   if (!config.checkpoint_modules.empty()) text += ", checkpointing [" + join_words(config.checkpoint_modules) + "]";
   if (config.zero.offload_optimizer != OffloadDevice::none) text += ", optimizer offloaded";
   if (config.zero.offload_param != OffloadDevice::none) text += ", parameters offloaded";

@@ -85,9 +85,36 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
   });
 }
 
+// Hierarchical sharding (ConfigOptions::world): HSDP over blocks of G ranks, any divisor of W (1
+// replicates every parameter, W is flat ZeRO-3), or hpZ's secondary blocks, a divisor above 1 (W
+// keeps none). A size shrinks toward W, the flat layout, and the scheme toward neither. Blocks
+// strictly inside the world, where the HSDP and hpZ bugs live, count twice. hpZ is drawn only where
+// such a block exists (W = 4, 6, 8, ...; at a prime W its only block is the flat one), and then
+// twice as often as HSDP, as its bug also needs a second step and a parameter gathered again in
+// backward. Every group draw is one fewer flat stage-3 case for the other levers' bugs: the README's
+// injection table (zero3 fuzz --injection-table) shows each still caught.
+void draw_groups(int world, ZeroConfig& zero) {
+  if (world < 2) return;
+  std::vector<int> inner;  // the divisors strictly between 1 and W
+  for (int size = 2; size < world; ++size) {
+    if (world % size == 0) inner.push_back(size);
+  }
+  enum class Scheme : uint8_t { none, hsdp, hpz };
+  const Scheme scheme = inner.empty()
+                            ? *gen_weighted_element<Scheme>({{4, Scheme::none}, {1, Scheme::hsdp}})
+                            : *gen_weighted_element<Scheme>({{4, Scheme::none}, {1, Scheme::hsdp}, {2, Scheme::hpz}});
+  if (scheme == Scheme::none) return;
+  std::vector<int> sizes = {world};
+  if (scheme == Scheme::hsdp) sizes.push_back(1);
+  for (int size : inner) sizes.insert(sizes.end(), 2, size);
+  const int size = *rc::gen::elementOf(sizes);
+  if (scheme == Scheme::hsdp) zero.shard_group_size = size;
+  else zero.hpz_group_size = size;
+}
+
 // The stage, offloads and checkpointed modules (ConfigOptions::levers), each drawn off most of the
 // time and shrinking toward off, so that a counterexample keeps a lever only when it needs it.
-void draw_levers(const ModelFacts& facts, TrainConfig& config) {
+void draw_levers(const ModelFacts& facts, int world, TrainConfig& config) {
   ZeroConfig& zero = config.zero;
   // Stage 3 first: the sharded path has the most to get wrong, and what a lever shrinks to.
   zero.stage = *gen_weighted_element<int>({{6, 3}, {1, 1}, {1, 2}});
@@ -97,6 +124,7 @@ void draw_levers(const ModelFacts& facts, TrainConfig& config) {
   // keep every parameter whole on the device.
   if (zero.stage == 3) {
     zero.offload_param = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
+    draw_groups(world, zero);  // check_group_sizes: stage 3 only
   }
 }
 
@@ -193,7 +221,7 @@ rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptio
     zero.reduce_bucket_elements = std::max<int64_t>(1, *gen_element_limit(facts));
     zero.overlap_comm = *rc::gen::element(true, false);
     zero.leaf_modules = *gen_leaf_modules(facts, options);
-    if (options.levers) draw_levers(facts, config);
+    if (options.levers) draw_levers(facts, options.world, config);
     return config;
   });
 }
@@ -243,7 +271,8 @@ rc::Gen<FuzzCase> gen_case(const GenLimits& limits, bool raw_foreign, bool requi
         *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = raw_foreign, .require_moe = false});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
     fuzz_case.config = *gen_train_config(
-        facts, {.require_moe_leaf = require_leaf_for_moe && facts.has_moe && fuzz_case.world > 1});
+        facts, {.require_moe_leaf = require_leaf_for_moe && facts.has_moe && fuzz_case.world > 1,
+                .world = fuzz_case.world});
     fuzz_case.seed = *gen_seed();
     fuzz_case.steps = *gen_steps();
     fuzz_case.faults = *gen_fault_plan(destructive_faults);
@@ -283,10 +312,18 @@ rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits) {
         {{4, rc::gen::inRange(2, std::min(max_ranks, 4) + 1)}, {1, rc::gen::inRange(2, max_ranks + 1)}});
     fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = false, .require_moe = true});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
-    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false});
+    fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false, .world = fuzz_case.world});
     fuzz_case.config.zero.leaf_modules.clear();
     fuzz_case.seed = *gen_seed();
     fuzz_case.steps = *gen_steps();
+    return fuzz_case;
+  });
+}
+
+rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits) {
+  return rc::gen::map(gen_spmd_case(limits), [](FuzzCase fuzz_case) {
+    fuzz_case.config.zero.shard_group_size = 0;
+    fuzz_case.config.zero.hpz_group_size = 1;
     return fuzz_case;
   });
 }
@@ -303,6 +340,11 @@ rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits) {
         std::find(leaves.begin(), leaves.end(), "moe") == leaves.end()) {
       leaves.push_back("moe");
     }
+    // The engine refuses to save HSDP's block shards (zero3_checkpoint.cc); hpZ saves flat world
+    // shards, and its block must divide the world it resumes on too (check_group_sizes).
+    ZeroConfig& zero = fuzz_case.config.zero;
+    zero.shard_group_size = 0;
+    if (resume_world % zero.hpz_group_size != 0) zero.hpz_group_size = 1;
     fuzz_case.steps = *gen_uniform(2, 5);
     fuzz_case.checkpoint = {.save_at_step = *gen_uniform(1, fuzz_case.steps), .resume_world = resume_world};
     return fuzz_case;

@@ -80,6 +80,10 @@ struct ConfigOptions {
   // model's modules, offload_optimizer (stage >= 1) and offload_param (stage 3). Each shrinks toward
   // off (stage 3, nothing checkpointed, nothing offloaded). Off: the config keeps those defaults.
   bool levers = true;
+  // With levers at stage 3 on `world` ranks: HSDP (shard_group_size, any divisor of the world) or
+  // hpZ (hpz_group_size, a divisor above 1, where one lies below W), shrinking toward neither
+  // (generators.cc draw_groups). 0: no groups, for cases whose runs cannot hold them (a target).
+  int world = 0;
 };
 rc::Gen<TrainConfig> gen_train_config(const ModelFacts& facts, const ConfigOptions& options);
 // checkpoint_modules for the model: none three times in four, else one or two of its module types
@@ -101,8 +105,12 @@ rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits);
 rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
 // Rank-divergent: W >= 2, at least one MoE, no leaf modules.
 rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);
+// gen_spmd_case without group sizes: the symmetric replay cannot split its communicator yet
+// (traces/symmetric_communicator.h), so a replayed run keeps the flat layout.
+rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits);
 // SPMD with a CheckpointPlan: 2..4 steps, a save step in between and a world size to resume on
 // (the same one a third of the time); MoE layers are leaves whenever either world size is above 1.
+// No HSDP (its checkpoints are refused); hpZ only where its block divides the resume world too.
 rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits);
 
 }  // namespace zero3

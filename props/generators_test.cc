@@ -1,6 +1,6 @@
 // Generators and the memory levers: what SPMD cases draw is a combination the engine accepts and
-// names modules of the case's own model, every lever comes up in a few hundred cases (so the
-// injections that need one are reachable), and stage 3 without levers stays the most common draw.
+// names modules of the case's own model, every lever and group scheme comes up in a few hundred
+// cases (so the injections that need one are reachable), and stage 3 without levers stays common.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -25,6 +25,19 @@ RC_GTEST_PROP(Generators, SpmdLeversAreCombinationsTheEngineAcceptsOnModulesOfTh
   // A name that matches no module of the model is an InputError too.
   const auto selected = select_modules(*built.model, config.checkpoint_modules, kCheckpointModulesKey);
   RC_ASSERT(selected.empty() == config.checkpoint_modules.empty());
+  // Group sizes the world cannot hold, or both schemes at once, are an InputError as well.
+  check_group_sizes(config, fuzz_case.world, "generated case");
+}
+
+// Cases whose runs cannot hold a group draw none: the symmetric replay cannot split, HSDP's
+// checkpoints are refused, and an hpZ checkpoint resumes only where its block divides the world.
+RC_GTEST_PROP(Generators, ReplayAndCheckpointCasesDrawOnlyGroupsTheirRunsCanHold, ()) {
+  const ZeroConfig replay = (*gen_replay_case({.max_ranks = 8})).config.zero;
+  RC_ASSERT(!replay.hierarchical());
+  const FuzzCase checkpoint = *gen_checkpoint_case({.max_ranks = 8});
+  RC_ASSERT(checkpoint.config.zero.shard_group_size == 0);
+  check_group_sizes(checkpoint.config, checkpoint.world, "generated case");
+  check_group_sizes(checkpoint.config, checkpoint.checkpoint.resume_world, "generated case, resumed");
 }
 
 // The broadcast-trap cases measure the placeholder policies alone, and target cases go to runners
@@ -37,6 +50,7 @@ RC_GTEST_PROP(Generators, BroadcastTrapAndTargetCasesDrawNoLever, ()) {
     RC_ASSERT(config->checkpoint_modules.empty());
     RC_ASSERT(config->zero.offload_optimizer == OffloadDevice::none);
     RC_ASSERT(config->zero.offload_param == OffloadDevice::none);
+    RC_ASSERT(!config->zero.hierarchical());
   }
 }
 
@@ -47,7 +61,11 @@ struct LeverCounts {
   int64_t checkpointing_a_container = 0;  // a module with parameters in modules below it
   int64_t offload_optimizer = 0;
   int64_t offload_param = 0;
-  int64_t no_lever = 0;
+  int64_t hsdp_inner = 0;  // HSDP blocks of 1 < G < W: where its injected bugs live
+  int64_t hsdp_of_one = 0;
+  int64_t hpz_inner = 0;   // hpZ blocks of 1 < G < W
+  int64_t no_lever = 0;    // stage 3, nothing checkpointed or offloaded
+  int64_t no_lever_flat = 0;  // and no group either
 };
 
 LeverCounts count_levers(uint64_t seed, int64_t cases) {
@@ -71,8 +89,14 @@ LeverCounts count_levers(uint64_t seed, int64_t cases) {
     const bool offloads_params = config.zero.offload_param != OffloadDevice::none;
     counts.offload_optimizer += offloads_optimizer ? 1 : 0;
     counts.offload_param += offloads_params ? 1 : 0;
+    const int hsdp = config.zero.shard_group_size;
+    const int hpz = config.zero.hpz_group_size;
+    counts.hsdp_inner += hsdp > 1 && hsdp < fuzz_case.world ? 1 : 0;
+    counts.hsdp_of_one += hsdp == 1 && fuzz_case.world > 1 ? 1 : 0;
+    counts.hpz_inner += hpz > 1 && hpz < fuzz_case.world ? 1 : 0;
     if (config.zero.stage == 3 && config.checkpoint_modules.empty() && !offloads_optimizer && !offloads_params) {
       counts.no_lever++;
+      counts.no_lever_flat += config.zero.hierarchical() ? 0 : 1;
     }
   }
   return counts;
@@ -82,12 +106,15 @@ TEST(Generators, EveryLeverComesUpInFiveHundredSpmdCasesAndStageThreeWithoutLeve
   constexpr uint64_t kSeed = 20240601;
   const LeverCounts counts = count_levers(kSeed, 500);
   std::printf("seed=%llu: of %lld SPMD cases, stage 1 %lld, stage 2 %lld, stage 3 %lld; checkpointing %lld (a "
-              "container %lld); offload_optimizer %lld, offload_param %lld; no lever %lld\n",
+              "container %lld); offload_optimizer %lld, offload_param %lld; HSDP 1 < G < W %lld, G = 1 %lld; "
+              "hpZ 1 < G < W %lld; no lever %lld (and flat %lld)\n",
               static_cast<unsigned long long>(kSeed), static_cast<long long>(counts.cases),
               static_cast<long long>(counts.stage[1]), static_cast<long long>(counts.stage[2]),
               static_cast<long long>(counts.stage[3]), static_cast<long long>(counts.checkpointing),
               static_cast<long long>(counts.checkpointing_a_container), static_cast<long long>(counts.offload_optimizer),
-              static_cast<long long>(counts.offload_param), static_cast<long long>(counts.no_lever));
+              static_cast<long long>(counts.offload_param), static_cast<long long>(counts.hsdp_inner),
+              static_cast<long long>(counts.hsdp_of_one), static_cast<long long>(counts.hpz_inner),
+              static_cast<long long>(counts.no_lever), static_cast<long long>(counts.no_lever_flat));
   EXPECT_EQ(counts.stage[0], 0) << "stage 0 is the reference, never the case";
   EXPECT_GT(counts.stage[1], 0);
   EXPECT_GT(counts.stage[2], 0);
@@ -96,7 +123,12 @@ TEST(Generators, EveryLeverComesUpInFiveHundredSpmdCasesAndStageThreeWithoutLeve
   EXPECT_GT(counts.checkpointing, counts.checkpointing_a_container) << "leaf layers are checkpointed too";
   EXPECT_GT(counts.offload_optimizer, 0);
   EXPECT_GT(counts.offload_param, 0);
+  EXPECT_GT(counts.hsdp_inner, 0);
+  EXPECT_GT(counts.hsdp_of_one, 0);
+  EXPECT_GT(counts.hpz_inner, 0);
   EXPECT_GT(counts.no_lever, counts.cases / 4);
+  // The groups take about one in five of those (generators.cc draw_groups).
+  EXPECT_GT(counts.no_lever_flat, counts.cases / 5);
 }
 
 }  // namespace

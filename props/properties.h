@@ -2,20 +2,23 @@
 // RapidCheck tests (props/*_test.cc) and `zero3 fuzz` check exactly the same thing.
 //
 //   equivalence         SPMD case: ZeRO-3 on W ranks equals the DDP reference bit for bit
-//                       (losses, grad norms, parameters, AdamW moments), benign faults included.
+//                       (losses, grad norms, parameters, AdamW moments), benign faults included;
+//                       under HSDP the reference reduces over the same tree (reference_options).
 //   no-silent-failure   any case, default placeholder policy: the run equals the reference or ends
 //                       in a specific (typed) error — never a silent mismatch.
 //   lifecycle           SPMD case: the LifecycleChecker invariants hold on every rank at every hook.
 //   collective-agreement  rank-divergent case: the run ends in a collective mismatch or deadlock
 //                       report on every rank (or, if routing happened to agree, equals the
-//                       reference); with the leaf policy it trains and equals the reference.
+//                       reference), naming the group under HSDP; with the leaf policy it trains
+//                       and equals the reference.
 //   determinism         any case run twice: the same event-log hash, outcome and final state.
 //   checkpoint-round-trip  SPMD case with a CheckpointPlan: ZeRO-3 saving at step k on W1 and
 //                       resuming on W2 equals the DDP reference doing the same from its own
 //                       checkpoint (and, when W2 = W1, the uninterrupted run); the consolidated
 //                       checkpoint equals the reference's parameters and moments at step k.
-//   replay-memory       SPMD case: its recorded trace, replayed, predicts the run's own per-rank
-//                       peak of every memory category and of the total, to the byte.
+//   replay-memory       SPMD case without groups (gen_replay_case): its recorded trace, replayed,
+//                       predicts the run's own per-rank peak of every memory category and of
+//                       the total, to the byte.
 //   device-agreement    SPMD case: the run on the opaque device (the simulator's stand-in for a
 //                       GPU) equals the run on cpu bit for bit. Every other property compares
 //                       runs on one device, so a device's own error (a bf16 write-back rounding

@@ -10,7 +10,7 @@ namespace zero3 {
 namespace {
 
 RC_GTEST_PROP(ReplayMemory, ARecordedRunReplaysToItsOwnPerRankPeaksOnEverySpmdModelAndConfig, ()) {
-  const FuzzCase fuzz_case = *gen_spmd_case({.max_ranks = 16});
+  const FuzzCase fuzz_case = *gen_replay_case({.max_ranks = 16});
   const Verdict verdict = check_replay_memory(fuzz_case);
   if (!verdict.ok) RC_FAIL(verdict.message);
 }

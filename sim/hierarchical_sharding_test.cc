@@ -157,6 +157,36 @@ INSTANTIATE_TEST_SUITE_P(Bugs, HierarchicalShardingInjection,
                            return name;
                          });
 
+// Without the leaf policy each rank gathers only the experts it routes to. Under HSDP those gathers
+// run inside a block, so the report must name the block and its world ranks, and no rank of the
+// other block (which is no party to it): "in group 0 (ranks 0,1)" or "in group 1 (ranks 2,3)".
+TEST(HierarchicalShardingDivergence, AnMoeRoutingDifferentlyInsideABlockIsReportedNamingTheBlock) {
+  DistributedRunOptions options = run_options({"moe-tiny", 4, 2, Scheme::hsdp, false});
+  options.config.zero.leaf_modules.clear();
+  const DistributedRunResult run = run_distributed(options);
+  ASSERT_FALSE(run.sim.all_ok()) << "the experts' routing agreed on every rank: no divergence to report";
+  const RankOutcome& root = run.sim.ranks[static_cast<size_t>(run.sim.root_cause_rank)];
+  const bool collective_report = [&] {
+    try {
+      std::rethrow_exception(root.exception);
+    } catch (const CollectiveMismatchError&) {
+      return true;
+    } catch (const DeadlockError&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }();
+  EXPECT_TRUE(collective_report) << root.error;
+  const std::string& report = root.error;
+  const int block = run.sim.root_cause_rank / 2;
+  const std::string members = block == 0 ? "0,1" : "2,3";
+  const std::string others = block == 0 ? "2,3" : "0,1";
+  EXPECT_NE(report.find("in group " + std::to_string(block) + " (ranks " + members + ")"), std::string::npos) << report;
+  EXPECT_EQ(report.find("rank " + std::string(1, others[0])), std::string::npos) << report;
+  EXPECT_EQ(report.find("rank " + std::string(1, others[2])), std::string::npos) << report;
+}
+
 TEST(HierarchicalShardingErrors, AGroupThatDoesNotDivideTheWorldIsRefusedNamingTheKey) {
   DistributedRunOptions options = run_options({"gpt-tiny", 4, 3, Scheme::hsdp, false});
   try {
