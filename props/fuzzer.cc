@@ -152,7 +152,7 @@ const std::vector<FuzzProperty>& fuzz_properties() {
       {"determinism", "any case run twice: the same event-log hash and result", gen_any_case, check_determinism},
       {"checkpoint-round-trip", "SPMD cases: save at step k on W1, resume on W2, equal to the reference",
        gen_checkpoint_case, check_checkpoint_round_trip},
-      {"replay-memory", "flat SPMD cases: the recorded trace replays to the run's per-rank memory peaks",
+      {"replay-memory", "SPMD cases: the recorded trace replays to the run's per-rank memory peaks",
        gen_replay_case, check_replay_memory},
       {"device-agreement", "SPMD cases: the opaque device's run equals the cpu run bit for bit", gen_spmd_case,
        check_device_agreement},

@@ -320,13 +320,7 @@ rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits) {
   });
 }
 
-rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits) {
-  return rc::gen::map(gen_spmd_case(limits), [](FuzzCase fuzz_case) {
-    fuzz_case.config.zero.shard_group_size = 0;
-    fuzz_case.config.zero.hpz_group_size = 1;
-    return fuzz_case;
-  });
-}
+rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits) { return gen_spmd_case(limits); }
 
 rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits) {
   return rc::gen::exec([=] {
@@ -340,10 +334,10 @@ rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits) {
         std::find(leaves.begin(), leaves.end(), "moe") == leaves.end()) {
       leaves.push_back("moe");
     }
-    // The engine refuses to save HSDP's block shards (zero3_checkpoint.cc); hpZ saves flat world
-    // shards, and its block must divide the world it resumes on too (check_group_sizes).
+    // Checkpoints hold world shards under HSDP and hpZ alike (zero3_checkpoint.cc); the resumed run
+    // keeps the config, so its block must divide the world it resumes on too (check_group_sizes).
     ZeroConfig& zero = fuzz_case.config.zero;
-    zero.shard_group_size = 0;
+    if (zero.shard_group_size > 0 && resume_world % zero.shard_group_size != 0) zero.shard_group_size = 0;
     if (resume_world % zero.hpz_group_size != 0) zero.hpz_group_size = 1;
     fuzz_case.steps = *gen_uniform(2, 5);
     fuzz_case.checkpoint = {.save_at_step = *gen_uniform(1, fuzz_case.steps), .resume_world = resume_world};

@@ -16,7 +16,7 @@
 //                       resuming on W2 equals the DDP reference doing the same from its own
 //                       checkpoint (and, when W2 = W1, the uninterrupted run); the consolidated
 //                       checkpoint equals the reference's parameters and moments at step k.
-//   replay-memory       SPMD case without groups (gen_replay_case): its recorded trace, replayed,
+//   replay-memory       SPMD case, groups included (gen_replay_case): its recorded trace, replayed,
 //                       predicts the run's own per-rank peak of every memory category and of
 //                       the total, to the byte.
 //   device-agreement    SPMD case: the run on the opaque device (the simulator's stand-in for a
