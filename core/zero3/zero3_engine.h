@@ -178,7 +178,9 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   // The compute-dtype shard from the f32 master, where offload_param wants it.
   void refresh_shard(ParamState& state);
 
-  // Hierarchical sharding's communicators (see the top of this file).
+  // Hierarchical sharding's communicators (see the top of this file), split at construction
+  // (zero3_groups.cc).
+  void split_into_groups();
   Communicator& shard_comm() const { return shard_block_ ? *shard_block_ : comm_; }
   // hpZ: the block shard a completed gather keeps, and a bucket's gather from those shards.
   void keep_secondary(ParamState& state);
