@@ -49,14 +49,26 @@ void avoid_shift_invariant_loss(nlohmann::json& spec) {
 
 }  // namespace
 
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits) {
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups) {
   return rc::gen::exec([=] {
     TargetCase target_case;
     FuzzCase& run = target_case.run;
     const int max_ranks = std::max(1, limits.max_ranks);
-    // W = 2 is where a runner's ranks are cheapest and most bugs already show.
-    run.world = *rc::gen::weightedOneOf<int>(
-        {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
+    // W = 2 is where a runner's ranks are cheapest and most bugs already show. HSDP needs a block
+    // strictly inside the world: under --target-hsdp, worlds that have one (4, 6, 8, ...).
+    std::vector<int> worlds_with_blocks;
+    for (int world = 4; world <= max_ranks; ++world) {
+      for (int size = 2; size * size <= world; ++size) {
+        if (world % size == 0) {
+          worlds_with_blocks.push_back(world);
+          break;
+        }
+      }
+    }
+    run.world = shard_groups && !worlds_with_blocks.empty()
+                    ? *rc::gen::elementOf(worlds_with_blocks)
+                    : *rc::gen::weightedOneOf<int>(
+                          {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
     run.model_spec = *rc::gen::suchThat(
         gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false}, /*trap_motif=*/true),
         has_trainable_parameter);
@@ -69,6 +81,18 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits) {
     // Only "moe" maps onto the runners' torch modules (their containers are named otherwise than
     // zero3's sequential bodies), so other leaf choices stay with the zero3-only properties.
     std::erase_if(run.config.zero.leaf_modules, [](const std::string& leaf) { return leaf != "moe"; });
+    // The config draws no group (no world given); case.json has no hpZ field (PROTOCOL.md).
+    if (shard_groups) {
+      // HSDP blocks strictly inside the world (G = 1 and G = W are DDP and flat sharding), in 2 of
+      // 3 cases where there are any; shrinks toward flat sharding.
+      std::vector<int> inner;
+      for (int size = 2; size < run.world; ++size) {
+        if (run.world % size == 0) inner.push_back(size);
+      }
+      if (!inner.empty() && *gen_weighted_element<bool>({{1, false}, {2, true}})) {
+        run.config.zero.shard_group_size = *rc::gen::elementOf(inner);
+      }
+    }
     run.seed = static_cast<uint64_t>(*rc::gen::noShrink(gen_uniform(0, 1'000'000'000)));
     run.steps = *gen_weighted_element<int64_t>({{2, 1}, {3, 2}, {1, 3}});
     // The cached reference bypasses every framework's view of the read (issue #930's class), where
@@ -83,7 +107,7 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
   const FuzzCase& run = target_case.run;
   const TrainConfig& config = run.config;
   const ZeroConfig& zero = config.zero;
-  return {
+  nlohmann::json json = {
       {"zero3_case", kCaseVersion},
       {"model", run.model_spec},
       {"world", run.world},
@@ -113,6 +137,9 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
       {"torch", {{"raw_access", target_case.raw_access}, {"raw_gradient", target_case.raw_gradient}}},
       {"timeout_s", target_case.timeout_s},
   };
+  // Optional (PROTOCOL.md): a flat case's file stays byte for byte what it was before HSDP.
+  if (zero.shard_group_size > 0) json["zero"]["shard_group_size"] = zero.shard_group_size;
+  return json;
 }
 
 TargetCase target_case_from_json(const nlohmann::json& json, const std::string& source) {
@@ -147,7 +174,9 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
   config.adamw.weight_decay = static_cast<float>(optimizer.at("weight_decay").as_number(0.0, 1e6));
 
   const JsonReader zero_json = root.at("zero");
-  zero_json.expect_only_keys(kZeroKeys);
+  std::vector<std::string> zero_keys = kZeroKeys;
+  zero_keys.push_back("shard_group_size");  // optional: HSDP's block
+  zero_json.expect_only_keys(zero_keys);
   if (zero_json.at("stage").as_int(0, 3) != 3) zero_json.at("stage").fail("3");
   ZeroConfig& zero = config.zero;
   zero.persistence_threshold = zero_json.at("param_persistence_threshold").as_int(0, kElementsMax);
@@ -158,6 +187,11 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
   zero.overlap_comm = zero_json.at("overlap_comm").as_bool();
   const JsonReader leaves = zero_json.at("leaf_modules");
   for (size_t index = 0; index < leaves.size(); ++index) zero.leaf_modules.push_back(leaves.at(index).as_string());
+  if (zero_json.has("shard_group_size")) {
+    const JsonReader group = zero_json.at("shard_group_size");
+    zero.shard_group_size = static_cast<int>(group.as_int(0, run.world));
+    if (zero.shard_group_size > 0 && run.world % zero.shard_group_size != 0) group.fail("0 or a divisor of /world");
+  }
 
   const JsonReader torch = root.at("torch");
   torch.expect_only_keys({"raw_access", "raw_gradient"});

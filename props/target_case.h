@@ -33,8 +33,11 @@ struct TargetCase {
 };
 
 // W in 1..max_ranks (2 most often), any generated layer (broadcast traps, frozen, tied, zero-sized,
-// MoE as a leaf on W > 1), every way a trap reaches its parameter.
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits);
+// MoE as a leaf on W > 1), every way a trap reaches its parameter. With `shard_groups`, worlds that
+// hold a block strictly inside them (4, 6, 8, ... up to max_ranks) and HSDP in 2 of 3 of those
+// cases (zero.shard_group_size); without it the draws are exactly those of before, so earlier
+// campaigns' seeds still give their cases.
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups = false);
 
 // case.json (PROTOCOL.md): every hyperparameter a framework has a default for is written out.
 nlohmann::json target_case_json(const TargetCase& target_case);

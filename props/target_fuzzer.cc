@@ -51,7 +51,7 @@ class Campaign {
       });
       const rc::detail::TestMetadata metadata{.id = "target", .description = "the framework agrees with its reference"};
       const rc::detail::TestResult outcome =
-          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks})); }),
+          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks}, options_.shard_groups)); }),
                                     metadata, params, counter, {});
       if (error_) std::rethrow_exception(error_);
       if (!outcome.template is<rc::detail::FailureResult>()) break;  // the batch ran its cases

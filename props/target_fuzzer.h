@@ -55,6 +55,7 @@ struct TargetFuzzOptions {
   std::string work_dir = "fuzz-out/work";  // case directories are written here while they run
   std::string runner = "runner";          // named in errors
   double shrink_budget_s = 300.0;         // per finding: beyond it, candidates are not run
+  bool shard_groups = false;              // also draw HSDP blocks (gen_target_case)
   std::function<void(const TargetProgress&)> on_progress{};
   std::function<void(const TargetFinding&)> on_found{};  // a new signature, before shrinking
 };

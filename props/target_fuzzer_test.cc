@@ -166,6 +166,35 @@ RC_GTEST_PROP(TargetCase, EveryGeneratedCaseRoundTripsThroughItsCaseJson, ()) {
   const TargetCase original = *gen_target_case({.max_ranks = 4});
   const std::string text = target_case_json(original).dump();
   RC_ASSERT(target_case_json(target_case_from_json(nlohmann::json::parse(text), "case.json")).dump() == text);
+  // Without --target-hsdp no case carries a shard group, so its case.json is as before HSDP.
+  RC_ASSERT(text.find("shard_group_size") == std::string::npos);
+}
+
+// --target-hsdp: HSDP blocks strictly inside the world, written and read back; a flat case has no key.
+RC_GTEST_PROP(TargetCase, HsdpCasesCarryABlockStrictlyInsideTheWorldThroughTheirCaseJson, ()) {
+  const TargetCase original = *gen_target_case({.max_ranks = 8}, /*shard_groups=*/true);
+  const int group = original.run.config.zero.shard_group_size;
+  RC_TAG(group > 0 ? "hsdp" : "flat");
+  RC_ASSERT(group == 0 || (group > 1 && group < original.run.world && original.run.world % group == 0));
+  const nlohmann::json json = target_case_json(original);
+  RC_ASSERT(json.at("zero").contains("shard_group_size") == (group > 0));
+  RC_ASSERT(target_case_from_json(json, "case.json").run.config.zero.shard_group_size == group);
+}
+
+TEST(TargetCase, AShardGroupThatDoesNotDivideTheWorldIsRefusedNamingItsPath) {
+  TargetCase target_case;
+  target_case.run.model_spec = nlohmann::json::parse(
+      R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 4, "loss": "mse",
+          "layers": [{"type": "linear", "out": 2}]})");
+  target_case.run.world = 4;
+  nlohmann::json json = target_case_json(target_case);
+  json["zero"]["shard_group_size"] = 3;
+  try {
+    target_case_from_json(json, "case.json");
+    FAIL() << "a block of 3 in a world of 4 was read";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("/zero/shard_group_size"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace

@@ -265,6 +265,10 @@ void add_fuzz_command(CLI::App& app) {
                       "--target: the command that starts your own runner (speaking PROTOCOL.md), run by /bin/sh");
   command->add_option("--report", flags->target.report_path,
                       "--target: write findings, versions, cases and cases per second as JSON to this file");
+  command->add_flag("--target-hsdp", flags->target.shard_groups,
+                    "--target: also draw HSDP cases (zero.shard_group_size, blocks strictly inside W; needs "
+                    "--max-ranks 4 or more): fsdp2 trains them on a 2-D mesh; deepspeed answers unsupported (0.19.8 "
+                    "removed MiCS)");
   command->add_option("--shrink-budget", flags->target.shrink_budget_s,
                       "--target: seconds of shrinking per finding; past it the smallest case so far is kept")
       ->check(CLI::Range(0.0, 1e9))
@@ -285,8 +289,8 @@ void add_fuzz_command(CLI::App& app) {
       target.replay_path = flags->replay_path;
       return run_target_fuzz_command(target);
     }
-    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty()) {
-      throw InputError("--target-runner and --report need --target NAME");
+    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || flags->target.shard_groups) {
+      throw InputError("--target-runner, --target-hsdp and --report need --target NAME");
     }
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {

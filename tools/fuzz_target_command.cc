@@ -145,12 +145,14 @@ void run_replay(const TargetCommandOptions& options) {
 
 void run_target_fuzz_command(const TargetCommandOptions& options) {
   if (!options.replay_path.empty()) return run_replay(options);
-  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d\n  replay: zero3 fuzz --target %s%s --cases %lld "
-              "--seed %llu --max-ranks %d\n",
+  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d%s\n  replay: zero3 fuzz --target %s%s --cases %lld "
+              "--seed %llu --max-ranks %d%s\n",
               options.target.c_str(), static_cast<unsigned long long>(options.seed),
-              static_cast<long long>(options.cases), options.max_ranks, options.target.c_str(),
+              static_cast<long long>(options.cases), options.max_ranks, options.shard_groups ? " hsdp" : "",
+              options.target.c_str(),
               options.runner_command.empty() ? "" : (" --target-runner " + quoted(options.runner_command)).c_str(),
-              static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks);
+              static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks,
+              options.shard_groups ? " --target-hsdp" : "");
   const Runner runner = runner_for(options);
   auto process = start_runner(options, runner);
   std::fflush(stdout);
@@ -161,7 +163,8 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                          .max_ranks = options.max_ranks,
                          .work_dir = (std::filesystem::path(options.out_dir) / "work").string(),
                          .runner = options.target,
-                         .shrink_budget_s = options.shrink_budget_s};
+                         .shrink_budget_s = options.shrink_budget_s,
+                         .shard_groups = options.shard_groups};
   fuzz.on_progress = [&](const TargetProgress& at) {
     const double rate = at.elapsed_s > 0.0 ? static_cast<double>(at.cases) / at.elapsed_s : 0.0;
     char status[160];

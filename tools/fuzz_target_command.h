@@ -16,6 +16,7 @@ struct TargetCommandOptions {
   std::string report_path;
   std::string replay_path;  // a finding's case.json
   double shrink_budget_s = 300.0;
+  bool shard_groups = false;  // --target-hsdp
 };
 
 // Exit 2 (CorrectnessError) when there is a finding, 4 (BackendError) when the runner is broken.

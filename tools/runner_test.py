@@ -14,7 +14,10 @@ protocol, each runner a long-lived `python -m zero3py.runners --target T`:
     runner answers write_repro unsupported (the script trains under DeepSpeed only);
   * a copy of DeepSpeed with only its fetch gate patched as PR #8375 proposes (never the installed
     package) no longer fails (a)'s assertion; the zero-sized parameter then reaches the coalesced
-    gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later.
+    gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later;
+  * FSDP2's HSDP (fully_shard on a 2-D mesh, blocks of 2 of 4 ranks) agrees with the runner's
+    unsharded reference on two built-in sequential models, and DeepSpeed answers such a case
+    unsupported (0.19.8 removed MiCS).
 
     tools/runner_test.py build/tools/zero3 [--python VENV_PYTHON]
 
@@ -98,11 +101,12 @@ def main():
     reexec_in_venv(args)
     args.python = os.path.abspath(args.python)  # the runners run from / (they must not need a cwd)
     sys.path.insert(0, TOOLS)
-    from runner_test_cases import control_cases, seed_bug_cases
+    from runner_test_cases import control_cases, fsdp2_hsdp_cases, seed_bug_cases
     failures = []
     with tempfile.TemporaryDirectory(prefix="zero3-runner-test-") as work:
         failures += control_cases(Runner, args.python, args.zero3, work, EXTRA)
         failures += seed_bug_cases(Runner, args.python, work, gate_model)
+        failures += fsdp2_hsdp_cases(Runner, args.python, args.zero3, work)
     for failure in failures:
         print("FAIL", failure)
     print(f"runner test: {'FAILED' if failures else 'passed'}: {len(failures)} failures")

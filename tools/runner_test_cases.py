@@ -22,17 +22,17 @@ from zero3py.torch_model import build_model, named_tensors
 WORLD, STEPS, GAS, MICRO, SEED = 2, 3, 2, 2, 7
 
 
-def case_of_builtin(binary, name, layers, work):
+def case_of_builtin(binary, name, layers, work, world=WORLD):
     """A case of built-in `name`: torch's seeded init, zero3's own batches (inspect --dump-data)."""
     spec = {"zero3_model_spec": 1, "name": name, "kind": "sequential", "input_width": 8, **layers}
-    directory = os.path.join(work, name)
+    directory = os.path.join(work, f"{name}-w{world}")
     os.makedirs(directory)
     dump = os.path.join(directory, "zero3-data.safetensors")
     zero3(binary, "inspect", name, "--seed", SEED, "--dump-data", dump, "--steps", STEPS, "--gas", GAS,
-          "--micro-batch", MICRO, "--ranks", WORLD)
+          "--micro-batch", MICRO, "--ranks", world)
     torch.manual_seed(SEED)
     init = {n: p.detach() for n, p in named_tensors(build_model(spec)).items()}
-    settings = default_settings(spec, WORLD, STEPS, SEED, MICRO, GAS)
+    settings = default_settings(spec, world, STEPS, SEED, MICRO, GAS)
     settings["zero"]["leaf_modules"] = ["moe"] if name == "moe-tiny" else []
     write_case(directory, settings, init, read_safetensors(dump))
     return directory, settings
@@ -89,6 +89,41 @@ def control_cases(runner_class, python, binary, work, extra):
     if answer["status"] != "unsupported" or "DeepSpeed" not in answer.get("message", "") or os.path.exists(path):
         failures.append(f"the torch runner must answer write_repro unsupported (DeepSpeed only): {json.dumps(answer)}")
     runner.close()
+    return failures
+
+
+def fsdp2_hsdp_cases(runner_class, python, binary, work):
+    """FSDP2's HSDP (a 2-D mesh: blocks of 2 of 4 ranks) agrees with the runner's unsharded
+    reference, as zero3's HSDP agrees with DDP; DeepSpeed, which removed MiCS, answers unsupported.
+    No MoE here: FSDP2 aborts on ranks that route differently, flat or not (README, PyTorch #158719)."""
+    failures = []
+    models = {name: SEQUENTIAL[name] for name in ("mlp-tiny", "classifier-tiny")}
+    cases = {}
+    for name, layers in models.items():
+        directory, settings = case_of_builtin(binary, name, layers, work, world=4)
+        settings["zero"]["shard_group_size"] = 2
+        with open(os.path.join(directory, "case.json"), "w") as out:
+            json.dump(settings, out, indent=1)
+        cases[name] = directory
+    runner = runner_class(python, "fsdp2")
+    started = time.monotonic()
+    for name, directory in cases.items():
+        answer = runner.ask(directory)
+        if answer["status"] != "ok":
+            failures.append(f"fsdp2 HSDP {name}: status {answer['status']}: {json.dumps(answer)[:1500]}")
+            continue
+        worst, breach = differences(answer, read_safetensors(os.path.join(directory, "init.safetensors")))
+        print(f"  {name:16s} FSDP2 HSDP (blocks of 2, W=4) vs reference: loss {worst[0]:.1e} norm {worst[1]:.1e} "
+              f"weights {worst[2]:.1e}")
+        if breach:
+            failures.append(f"fsdp2 HSDP {name} differs from its reference: {breach}")
+    print(f"  fsdp2 runner: {len(cases)} HSDP cases in {time.monotonic() - started:.1f} s after its hello")
+    runner.close()
+    deepspeed = runner_class(python, "deepspeed")
+    answer = deepspeed.ask(cases["mlp-tiny"])
+    deepspeed.close()
+    if answer["status"] != "unsupported" or "MiCS" not in answer.get("message", ""):
+        failures.append(f"deepspeed must answer an HSDP case unsupported (no MiCS in 0.19.8): {json.dumps(answer)[:800]}")
     return failures
 
 

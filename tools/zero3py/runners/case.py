@@ -17,6 +17,9 @@ REQUIRED = {"zero3_case": int, "model": dict, "world": int, "steps": int, "seed"
 OPTIMIZER_KEYS = {"type", "lr", "betas", "eps", "weight_decay", "bias_correction"}
 ZERO_KEYS = {"stage", "param_persistence_threshold", "prefetch_bucket_size", "reduce_bucket_size",
              "max_live_parameters", "max_reuse_distance", "overlap_comm", "leaf_modules"}
+# Optional in /zero, absent in older cases: HSDP's block of shard_group_size consecutive ranks
+# (sharded inside it, replicated across blocks); absent or 0 is flat sharding over the world.
+ZERO_OPTIONAL_KEYS = {"shard_group_size"}
 TORCH_KEYS = {"raw_access", "raw_gradient"}
 
 
@@ -50,7 +53,11 @@ def check_settings(settings, where):
         if not isinstance(settings[key], kind) or isinstance(settings[key], bool) and kind is int:
             raise CaseError(f"{where}: /{key} is {settings[key]!r}, expected {kind}")
     keys(settings["optimizer"], OPTIMIZER_KEYS, "/optimizer")
-    keys(settings["zero"], ZERO_KEYS, "/zero")
+    keys(set(settings["zero"]) - ZERO_OPTIONAL_KEYS, ZERO_KEYS, "/zero")
+    group = settings["zero"].get("shard_group_size", 0)
+    if not isinstance(group, int) or isinstance(group, bool) or group < 0 or (group and settings["world"] % group):
+        raise CaseError(f"{where}: /zero/shard_group_size is {group!r}, expected 0 or a divisor of /world "
+                        f"({settings['world']})")
     keys(settings["torch"], TORCH_KEYS, "/torch")
     if settings["zero3_case"] != PROTOCOL_VERSION:
         raise CaseError(f"{where}: /zero3_case is {settings['zero3_case']}, this runner reads {PROTOCOL_VERSION}")

@@ -22,9 +22,16 @@ def mean_over_ranks(value, world):
     return float(total[0]) / world
 
 
+def shard_group(case):
+    """HSDP's block size when the case asks for blocks inside the world, else None (flat)."""
+    group = case.zero.get("shard_group_size", 0)
+    return group if 0 < group < case.world else None
+
+
 def train_torch_ddp(case, rank, world, weights_path):
     """The control: DistributedDataParallel over gloo, find_unused_parameters (MoE experts and
-    unused layers), no_sync on all but the last micro-step. It must agree with the reference."""
+    unused layers), no_sync on all but the last micro-step. It must agree with the reference. A
+    shard group changes nothing here: DDP shards nothing, and its sum over ranks is the same mean."""
     model = build_case_model(case)
     ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
     params = trainable(model)
@@ -79,6 +86,9 @@ def train_deepspeed(case, rank, world, weights_path):
     import deepspeed
     if case.zero["stage"] != 3:
         raise Unsupported(f"zero stage {case.zero['stage']}: the deepspeed runner runs stage 3")
+    if shard_group(case):
+        raise Unsupported(f"shard_group_size {shard_group(case)}: DeepSpeed 0.19.8 removed MiCS (mics_shard_size), "
+                          f"its hierarchical sharding")
     model = build_case_model(case)
     for _, module, param in model.external_parameters:
         deepspeed.zero.register_external_parameter(module, param)
@@ -108,8 +118,15 @@ def train_deepspeed(case, rank, world, weights_path):
 
 def train_fsdp2(case, rank, world, weights_path):
     """PyTorch's fully_shard (FSDP2) on every leaf module, every other layer with parameters and the root, over gloo on CPU
-    (gloo's reduce_scatter: PyTorch PR #149869). Gradients come back as DTensors."""
+    (gloo's reduce_scatter: PyTorch PR #149869), on a 2-D mesh under HSDP. Gradients come back as DTensors."""
     from torch.distributed.fsdp import fully_shard
+    # HSDP: a 2-D mesh, replicated across blocks and sharded inside each block of consecutive ranks
+    # (the mesh's last dimension varies fastest), zero3's mics_shard_size layout.
+    mesh = None
+    if shard_group(case):
+        from torch.distributed.device_mesh import init_device_mesh
+        group = shard_group(case)
+        mesh = init_device_mesh("cpu", (world // group, group), mesh_dim_names=("replicate", "shard"))
     model = build_case_model(case)
     wrapped = TrainingLoss(model)
     # zero3's leaf_modules as FSDP2 users write them: the leaf is one fully_shard unit over its whole
@@ -120,12 +137,12 @@ def train_fsdp2(case, rank, world, weights_path):
     inside = {id(sub) for leaf in leaves for sub in leaf.modules() if sub is not leaf}
     for leaf in leaves:
         if id(leaf) not in inside:  # a leaf inside another leaf is part of that unit
-            fully_shard(leaf, reshard_after_forward=True)
+            fully_shard(leaf, mesh=mesh, reshard_after_forward=True)
     inside.update(id(leaf) for leaf in leaves)
     for module in model.modules():
         if module is not model and id(module) not in inside and any(True for _ in module.parameters(recurse=False)):
-            fully_shard(module, reshard_after_forward=True)
-    fully_shard(wrapped, reshard_after_forward=True)
+            fully_shard(module, mesh=mesh, reshard_after_forward=True)
+    fully_shard(wrapped, mesh=mesh, reshard_after_forward=True)
     params = trainable(model)
 
     def micro_step(step, micro):
