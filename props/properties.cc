@@ -223,8 +223,8 @@ Verdict check_collective_agreement(const FuzzCase& fuzz_case) {
     }
     // Under HSDP every collective after the split runs in a block or across blocks, so the report
     // must say which group's ranks diverged ("in group 1 (ranks 2,3)"), not blame the world.
-    const int block = fuzz_case.config.zero.shard_group_size;
-    if (block > 0 && block < fuzz_case.world && root.error.find(" in group ") == std::string::npos) {
+    const bool blocks = fuzz_case.config.zero.shard_ranks(fuzz_case.world) < fuzz_case.world;
+    if (blocks && root.error.find(" in group ") == std::string::npos) {
       return fail("the rank-divergent HSDP run's report does not name the group it diverged in, " +
                   root_cause_text(diverged.sim));
     }

@@ -20,8 +20,7 @@ nlohmann::json print_model_state(const TrainOptions& options, const TrainConfig&
   int64_t shard_elements = 0;
   int64_t frozen_elements = 0;
   int64_t unsharded_grad_elements = 0;  // stage 1: the rest of each whole gradient
-  const int shard_ranks = config.zero.stage == 3 && config.zero.shard_group_size > 0 ? config.zero.shard_group_size
-                                                                                      : options.ranks;
+  const int shard_ranks = config.zero.stage == 3 ? config.zero.shard_ranks(options.ranks) : options.ranks;
   for (const Parameter* param : model.parameters()) {
     const int64_t elements = shard_numel(param->numel(), shard_ranks);
     shard_elements += elements;

@@ -147,7 +147,7 @@ void check_against_references(const TrainOptions& options, const TrainConfig& co
   const DistributedRunResult ddp_run = run_distributed(ddp);
   if (!ddp_run.sim.all_ok()) fail_run(ddp_run);
   const StateComparison comparison = compare_runs(zero3_run, ddp_run);
-  const std::string tree = config.zero.shard_group_size > 0 && config.zero.shard_group_size < options.ranks
+  const std::string tree = config.zero.shard_ranks(options.ranks) < options.ranks
                                ? " reduced over HSDP's tree (blocks of " + std::to_string(config.zero.shard_group_size) + ")"
                                : std::string();
   std::printf("check: ZeRO-%d vs DDP%s: %s (losses, grad norms, parameters, AdamW moments; #wrong %lld, max diff %.3g)\n",

@@ -140,8 +140,7 @@ void replay_full(const Trace& trace, const ReplayOptions& options, ShapeReplayRe
   // Hierarchical sharding splits the world, and the matcher offers groups only to ranks that are
   // tasks of their own (collective_matcher.h): then every rank runs its own engine.
   const ZeroConfig& zero = options.config.zero;
-  const bool splits = (zero.shard_group_size > 0 && zero.shard_group_size < result.world) ||
-                      (zero.hpz_group_size > 1 && zero.hpz_group_size < result.world);
+  const bool splits = zero.shard_ranks(result.world) < result.world || zero.keeps_secondary(result.world);
   if (options.share_identical_ranks && !splits) sim_options.rank_groups = ranks_by_event_stream(trace, result.world);
   SimWorld world(sim_options);
   const RankGroups& groups = world.groups();

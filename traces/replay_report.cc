@@ -293,9 +293,7 @@ nlohmann::json checks_json(const Trace& trace, const TrainConfig& config, const 
 nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, const HardwareChoice& hardware,
                              const ShapeReplayResult& result) {
   // HSDP shards over its blocks, not the world: shard sizes, padding and the paper's figure at G.
-  const int shard_group = config.zero.shard_group_size;
-  const int shard_world = shard_group > 0 && shard_group < result.world ? shard_group : result.world;
-  const nlohmann::json model = model_json(trace, shard_world);
+  const nlohmann::json model = model_json(trace, config.zero.shard_ranks(result.world));
   nlohmann::json report = {{"zero3_replay_report", 1},
                            {"trace", trace.name},
                            {"simulation", result.simulation},

@@ -3,6 +3,7 @@
 #include "core/sharding/communicator.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/base/errors.h"
 
@@ -147,16 +148,29 @@ std::string split_group_name(int color, const std::vector<int>& world_ranks) {
   return text + ")";
 }
 
+namespace {
+
+void check_block_size(int block_size, int world) {
+  ZERO3_CHECK(block_size >= 1 && world % block_size == 0,
+              "blocks of " + std::to_string(block_size) + " ranks in a world of " + std::to_string(world));
+}
+
+}  // namespace
+
 std::unique_ptr<Communicator> Communicator::split_block(int block_size, const CallSite& site) {
-  ZERO3_CHECK(block_size >= 1 && world() % block_size == 0,
-              "blocks of " + std::to_string(block_size) + " ranks in a world of " + std::to_string(world()));
+  check_block_size(block_size, world());
   return split(rank() / block_size, rank(), site);
 }
 
 std::unique_ptr<Communicator> Communicator::split_across_blocks(int block_size, const CallSite& site) {
-  ZERO3_CHECK(block_size >= 1 && world() % block_size == 0,
-              "blocks of " + std::to_string(block_size) + " ranks in a world of " + std::to_string(world()));
+  check_block_size(block_size, world());
   return split(rank() % block_size, rank(), site);
+}
+
+BlockGroups split_into_blocks(Communicator& comm, int block_size, const CallSite& site) {
+  if (block_size >= comm.world()) return {};
+  std::unique_ptr<Communicator> block = comm.split_block(block_size, site);
+  return {std::move(block), comm.split_across_blocks(block_size, site)};
 }
 
 }  // namespace zero3

@@ -190,4 +190,13 @@ class Communicator {
   virtual void barrier(const CallSite& site) { barrier_async(site)->wait(); }
 };
 
+// HSDP's two groups over blocks of `block_size` consecutive ranks: split_block, then
+// split_across_blocks (collectives over `comm`). Both null where the block is the whole world: flat
+// sharding, nothing split.
+struct BlockGroups {
+  std::unique_ptr<Communicator> block;   // this rank's block
+  std::unique_ptr<Communicator> across;  // one rank of every block, at this rank's place
+};
+BlockGroups split_into_blocks(Communicator& comm, int block_size, const CallSite& site);
+
 }  // namespace zero3

@@ -40,11 +40,11 @@ ReplicatedTrainer::ReplicatedTrainer(Model& model, const TrainConfig& config, Re
     : model_(model), config_(config), options_(options),
       kernels_(options.kernels ? *options.kernels : cpu_kernels()) {
   if (options_.comm) options_.global_ranks = options_.comm->world();
-  const int block = config_.zero.shard_group_size;
-  if (options_.comm && block > 0 && block < options_.comm->world()) {
-    const CallSite setup{.module = "", .params = {}, .step = -1, .phase = "setup"};
-    block_ = options_.comm->split_block(block, setup);
-    across_blocks_ = options_.comm->split_across_blocks(block, setup);
+  if (options_.comm) {
+    BlockGroups tree = split_into_blocks(*options_.comm, config_.zero.shard_ranks(options_.comm->world()),
+                                         {.module = "", .params = {}, .step = -1, .phase = "setup"});
+    block_ = std::move(tree.block);
+    across_blocks_ = std::move(tree.across);
   }
   for (const Parameter* param : model_.parameters()) {
     ZERO3_CHECK(param->data.defined() && !param->data.is_meta(), "initialise '" + param->name() + "' before training");

@@ -56,6 +56,10 @@ struct ZeroConfig {
   int shard_group_size = 0;
   int hpz_group_size = 1;
   bool hierarchical() const { return (shard_group_size > 0) || hpz_group_size > 1; }
+  // At `world` ranks: the ranks a shard spans (HSDP's block where 0 < G < W, else the world), and
+  // whether hpZ keeps a secondary copy (1 < G < W). A block of the whole world splits nothing.
+  int shard_ranks(int world) const { return shard_group_size > 0 && shard_group_size < world ? shard_group_size : world; }
+  bool keeps_secondary(int world) const { return hpz_group_size > 1 && hpz_group_size < world; }
 };
 
 // Where a setting came from: callers that have their own default for it (replay takes the trace's

@@ -13,11 +13,10 @@ void Zero3Engine::split_into_groups() {
   check_group_sizes(config_, comm_.world(), "the engine's config");
   const CallSite setup{.module = "", .params = {}, .step = -1, .phase = "setup"};
   // A block of the whole world is flat ZeRO-3: nothing to split, the same collectives as ever.
-  if (config_.zero.shard_group_size > 0 && config_.zero.shard_group_size < comm_.world()) {
-    shard_block_ = comm_.split_block(config_.zero.shard_group_size, setup);
-    across_blocks_ = comm_.split_across_blocks(config_.zero.shard_group_size, setup);
-  }
-  if (config_.zero.hpz_group_size > 1 && config_.zero.hpz_group_size < comm_.world()) {
+  BlockGroups hsdp = split_into_blocks(comm_, config_.zero.shard_ranks(comm_.world()), setup);
+  shard_block_ = std::move(hsdp.block);
+  across_blocks_ = std::move(hsdp.across);
+  if (config_.zero.keeps_secondary(comm_.world())) {
     hpz_block_ = comm_.split_block(config_.zero.hpz_group_size, setup);
   }
 }
