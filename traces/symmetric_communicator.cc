@@ -26,8 +26,7 @@ SymmetricCommunicator::SymmetricCommunicator(int rank, int world, StreamClock& c
 
 SymmetricCommunicator::SymmetricCommunicator(int rank, int world, StreamClock& clock, std::shared_ptr<Shared> shared,
                                              std::string group, LinkLevel level)
-    : rank_(rank), world_(world), clock_(clock), shared_(std::move(shared)), log_(&shared_->log),
-      group_(std::move(group)), level_(level) {}
+    : rank_(rank), world_(world), clock_(clock), shared_(std::move(shared)), group_(std::move(group)), level_(level) {}
 
 std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& signature, const CallSite& site,
                                                    std::initializer_list<const Tensor*> buffers) {
@@ -49,10 +48,11 @@ std::shared_ptr<Work> SymmetricCommunicator::issue(const CollectiveSignature& si
                                 ? collective_time_s(clock_.hardware(), signature.op, bytes, world_)
                                 : group_collective_time_s(clock_.hardware(), signature.op, bytes, world_, level_);
   const double start_s = clock_.start_collective(duration_s);
-  log_->push_back({.sequence = static_cast<int64_t>(log_->size()), .op = collective_op_name(signature.op),
-                   .dtype = dtype_name(signature.dtype), .count = signature.count, .bytes = bytes,
-                   .module = site.module, .phase = site.phase, .step = site.step, .start_s = start_s,
-                   .duration_s = duration_s, .group = group_, .level = link_level_name(level_)});
+  std::vector<TraceCollective>& log = shared_->log;
+  log.push_back({.sequence = static_cast<int64_t>(log.size()), .op = collective_op_name(signature.op),
+                 .dtype = dtype_name(signature.dtype), .count = signature.count, .bytes = bytes,
+                 .module = site.module, .phase = site.phase, .step = site.step, .start_s = start_s,
+                 .duration_s = duration_s, .group = group_, .level = link_level_name(level_)});
   return std::make_shared<ModelledWork>(clock_, start_s + duration_s);
 }
 

@@ -63,7 +63,7 @@ class SymmetricCommunicator : public Communicator {
 
   // Every collective issued on this communicator and the groups split from it (one log per rank),
   // in issue order, with its modelled start and duration; `sequence` is the place in this log.
-  const std::vector<TraceCollective>& log() const { return *log_; }
+  const std::vector<TraceCollective>& log() const { return shared_->log; }
   LinkLevel level() const { return level_; }
 
  private:
@@ -81,7 +81,6 @@ class SymmetricCommunicator : public Communicator {
   int world_;
   StreamClock& clock_;
   std::shared_ptr<Shared> shared_;
-  std::vector<TraceCollective>* log_;
   std::string group_;
   LinkLevel level_;
 };
