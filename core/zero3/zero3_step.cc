@@ -159,16 +159,17 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   grads.clear();
   for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
   Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
+  const CallSite site = call_site("", reduce_bucket_, "backward");
   if (config_.zero.stage == 1) {
     // Stage 1 all-reduces the whole bucket, as DDP does, and keeps this rank's block of the sum:
     // the same additions in the same rank order as the reduce-scatter, so the same bits.
-    comm_.all_reduce(world_buffer, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    comm_.all_reduce(world_buffer, ReduceOp::sum, site);
     if (!world_buffer.is_meta()) ctx.kernels().slice(world_buffer, 0, layout.block_numel() * comm_.rank(), block);
   } else {
-    shard_comm.reduce_scatter(world_buffer, block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+    shard_comm.reduce_scatter(world_buffer, block, ReduceOp::sum, site);
     // HSDP: each block summed its own ranks; the blocks' sums are added in block order.
     if (across_blocks_ && !bugs_.on(Bug::hsdp_cross_block_skipped)) {
-      across_blocks_->all_reduce(block, ReduceOp::sum, call_site("", reduce_bucket_, "backward"));
+      across_blocks_->all_reduce(block, ReduceOp::sum, site);
     }
   }
   counters_.reduce_scatters++;
