@@ -72,7 +72,7 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
                                                    events[k].kind == EventKind::bwd_exit); ++k) {
         if (events[k].kind == EventKind::bwd_enter) recorded_order.push_back(events[k].module);
       }
-      run_backward(recorded_order, event.activation_bytes);
+      run_backward(recorded_order, event);
       in_forward = false;
     } else if (event.kind == EventKind::optimizer_step) {
       memory_.set_place(step_, "step", "");
@@ -121,13 +121,13 @@ void ReplayDriver::close_open_spans() {
 
 void ReplayDriver::forward_event(const TraceEvent& event) {
   switch (event.kind) {
-    case EventKind::enter: enter(event.module, event.flops, event.activation_bytes, event.output_bytes); break;
+    case EventKind::enter: enter(event); break;
     case EventKind::exit: exit(event.module); break;
     case EventKind::param: access(event.module, event.param); break;
     case EventKind::raw: raw_access(event.module, event.param); break;
     case EventKind::call:
       // A leaf call: the module uses each of its own parameters through the checked accessor.
-      enter(event.module, event.flops, event.activation_bytes, event.output_bytes);
+      enter(event);
       for (const auto& param : model_.module(event.module).parameters()) access(event.module, model_.trace_index_of(*param));
       exit(event.module);
       break;
@@ -135,13 +135,17 @@ void ReplayDriver::forward_event(const TraceEvent& event) {
   }
 }
 
-void ReplayDriver::enter(int32_t module, double flops, int64_t activation_bytes, int64_t output_bytes) {
+void ReplayDriver::enter(const TraceEvent& event) {
+  const int32_t module = event.module;
   memory_.set_place(step_, "forward", module_name(module));
   auto invocation = std::make_shared<Invocation>();
   invocation->module = module;
-  invocation->flops = own_flops(module, flops);
-  invocation->activation_bytes = activation_bytes;
-  invocation->output_bytes = output_bytes;
+  invocation->flops = own_flops(module, event.flops);
+  invocation->activation_bytes = event.activation_bytes;
+  invocation->output_bytes = event.output_bytes;
+  invocation->input_bytes = event.input_bytes;
+  invocation->forward_transient = event.forward_transient_bytes;
+  invocation->backward_transient = event.backward_transient_bytes;
   invocation->invocation = ctx_.enter_module(model_.module(module));  // pre-forward: the engine fetches here
   note_invalidations(module_name(module));
   invocation->start_s = clock_.now_s();
@@ -180,12 +184,14 @@ void ReplayDriver::exit(int32_t module) {
   memory_.set_place(step_, "forward", module_name(module));
   compute(invocation->flops);
   out_.compute.push_back({"fwd " + model_.module(module).display_name(), "forward", invocation->start_s, clock_.now_s()});
+  transient(invocation->forward_transient, module_name(module));
   const bool checkpoint = starts_checkpoint(module);
   if (checkpoint) {
-    // Only the output stays until backward; what the nested invocations kept is let go, and
-    // this invocation's own activations are never held (backward computes them again).
+    // Only the inputs stay until backward (PyTorch's non-reentrant checkpoint; the output, zero3's
+    // own, where the trace does not say the inputs); what the nested invocations kept is let go,
+    // and this invocation's own activations are never held (backward computes them again).
     if (invocation->nested_held_bytes > 0) memory_.release(MemoryCategory::activation, invocation->nested_held_bytes);
-    invocation->kept_bytes = invocation->output_bytes;
+    invocation->kept_bytes = invocation->input_bytes > 0 ? invocation->input_bytes : invocation->output_bytes;
     if (invocation->kept_bytes > 0) {
       memory_.acquire(MemoryCategory::activation, invocation->kept_bytes, module_name(module) + " (checkpoint)");
     }
@@ -218,6 +224,7 @@ void ReplayDriver::recompute_exit(const std::shared_ptr<Invocation>& invocation)
   compute(invocation->flops);
   out_.compute.push_back({"recompute " + model_.module(invocation->module).display_name(), "recompute", start_s,
                           clock_.now_s()});
+  transient(invocation->forward_transient, module_name(invocation->module));
   if (invocation->activation_bytes > 0) {
     memory_.acquire(MemoryCategory::activation, invocation->activation_bytes, module_name(invocation->module));
   }
@@ -231,6 +238,13 @@ void ReplayDriver::backward_begin(const Invocation& invocation) {
   out_.compute.push_back({"bwd " + model_.module(invocation.module).display_name(), "backward", clock_.now_s(), kOpenSpan});
   // Backward of a matmul costs two forward matmuls (input and weight gradients).
   compute(2.0 * invocation.flops);
+  transient(invocation.backward_transient, module_name(invocation.module));
+}
+
+void ReplayDriver::transient(int64_t bytes, const std::string& what) {
+  if (bytes <= 0) return;
+  memory_.acquire(MemoryCategory::activation, bytes, what + " (transient)");
+  memory_.release(MemoryCategory::activation, bytes);
 }
 
 void ReplayDriver::backward_end(const Invocation& invocation) {
@@ -249,10 +263,14 @@ void ReplayDriver::backward_end(const Invocation& invocation) {
   }
 }
 
-void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, int64_t loss_activation_bytes) {
+void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, const TraceEvent& loss) {
+  const int64_t loss_activation_bytes = loss.activation_bytes;
+  memory_.set_place(step_, "forward", "");
+  transient(loss.forward_transient_bytes, "loss");
   engine_.begin_backward();
   memory_.set_place(step_, "backward", "");
   if (loss_activation_bytes > 0) memory_.acquire(MemoryCategory::activation, loss_activation_bytes, "loss");
+  transient(loss.backward_transient_bytes, "loss");
   backward_order_.clear();
   const size_t span = out_.compute.size();
   out_.compute.push_back({"backward", "phase", clock_.now_s(), kOpenSpan});

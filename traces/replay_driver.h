@@ -90,17 +90,25 @@ class ReplayDriver {
     int64_t output_bytes = 0;
     int64_t kept_bytes = 0;
     int64_t nested_held_bytes = 0;
+    // What a PyTorch recorder measured (FORMAT.md): the inputs non-reentrant checkpointing keeps,
+    // and the transient peaks of the module's own ops in forward and in backward.
+    int64_t input_bytes = 0;
+    int64_t forward_transient = 0;
+    int64_t backward_transient = 0;
   };
 
   void forward_event(const TraceEvent& event);
-  void enter(int32_t module, double flops, int64_t activation_bytes, int64_t output_bytes);
+  void enter(const TraceEvent& event);
   void access(int32_t module, int32_t param);
   void raw_access(int32_t module, int32_t param);
   void exit(int32_t module);
   void backward_begin(const Invocation& invocation);
   void backward_end(const Invocation& invocation);
-  // `loss_activation_bytes`: the backward event's, held from backward's start until it ends.
-  void run_backward(const std::vector<int32_t>& recorded_order, int64_t loss_activation_bytes);
+  // `loss`: the backward event: the bytes the ops outside every module keep, held from backward's
+  // start until it ends, and their transient peaks.
+  void run_backward(const std::vector<int32_t>& recorded_order, const TraceEvent& loss);
+  // A transient peak: `bytes` of activations held for an instant on top of what is held now.
+  void transient(int64_t bytes, const std::string& what);
   // `recompute`: what running this op again in a checkpointed module's recompute does first.
   void record_on_tape(std::function<void()> action, std::function<void()> recompute = {});
   bool starts_checkpoint(int32_t module) const;  // checkpointed, and not inside a checkpointed one

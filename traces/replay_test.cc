@@ -121,6 +121,41 @@ TEST(Replay, ARawReadOfAPartitionedParameterIsReportedWithWhatThePolicyDoes) {
   EXPECT_EQ(result.exit_code(), 2);
 }
 
+// What PyTorch keeps, as tools/record_memory_trace.py measures it: each module's kept bytes held from
+// its forward exit until its backward ends, and the transient peaks of its own ops in forward and
+// backward on top of what is held then; the loss's (the backward event's) likewise. A module
+// checkpointed as torch.utils.checkpoint (non-reentrant) does it keeps its inputs, and backward
+// recomputes it before its own backward. The peaks below are worked out by hand from those rules.
+const char* kTransientTrace = R"({"zero3_trace": 1, "modules": [["", "Net"], ["a", "Linear"], ["b", "Linear"]],
+    "params": [[0, "a.weight", [4, 4]], [1, "b.weight", [4, 4]]],
+    "steps": [{"events": [["enter", ""],
+      ["call", "a", 0, 100, {"input_bytes": 10, "forward_transient": 50, "backward_transient": 70}],
+      ["call", "b", 0, 200, {"input_bytes": 20, "forward_transient": 30, "backward_transient": 100}],
+      ["exit", ""], ["backward", 40, {"forward_transient": 60, "backward_transient": 500}], ["optimizer_step"]]}]})";
+
+TEST(Replay, TransientPeaksRideOnWhatIsHeldAndACheckpointedModuleKeepsItsInputs) {
+  ReplayOptions options = bf16_options(2);
+  // What the replay holds besides the recorded amounts (the loss scalar it backpropagates).
+  nlohmann::json json = nlohmann::json::parse(kTransientTrace);
+  json["steps"][0]["events"][1] = {"call", "a"};
+  json["steps"][0]["events"][2] = {"call", "b"};
+  json["steps"][0]["events"][4] = {"backward"};
+  const int64_t base = peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation);
+  EXPECT_LE(base, 8);
+  // Kept after a and b: 300; the loss's forward transient 360, its kept 340, its backward
+  // transient on top: 840, the peak; b's backward 440 and a's 210 stay below.
+  EXPECT_EQ(peak(replay_trace(trace_from(kTransientTrace), options), MemoryCategory::activation), base + 840);
+  // b checkpointed: after b's forward 100 + b's 20 inputs = 120 held instead of 300, so the loss's
+  // backward transient peaks at 120 + 40 + 500 = 660 (180 lower: b's 200 kept less its 20 inputs);
+  // the recompute holds b's 200 again (100 + 40 + 200 = 340) and b's backward transient 440 stays below.
+  options.config.checkpoint_modules = {"b"};
+  EXPECT_EQ(peak(replay_trace(trace_from(kTransientTrace), options), MemoryCategory::activation), base + 660);
+  // A large backward transient in the recomputed module sets the peak after its recompute.
+  json = nlohmann::json::parse(kTransientTrace);
+  json["steps"][0]["events"][2][4]["backward_transient"] = 1000;
+  EXPECT_EQ(peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation), base + 340 + 1000);
+}
+
 TEST(Replay, AStepThatLeavesTheRecordedOrderInvalidatesThePrefetchTraceAndSaysWhere) {
   const char* text = R"({"zero3_trace": 1, "modules": [["", "Net"], ["a", "Linear"], ["b", "Linear"]],
     "params": [[0, "a.weight", [300, 400]], [1, "b.weight", [300, 400]]],

@@ -91,6 +91,11 @@ uint64_t stream_hash(const EventStream& stream) {
       hash.add_u64(quadratic_bits);
       hash.add_u64(static_cast<uint64_t>(event.activation_quadratic_bytes));
       hash.add_u64(static_cast<uint64_t>(event.output_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.input_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.forward_transient_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.forward_transient_quadratic_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.backward_transient_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.backward_transient_quadratic_bytes));
     }
   }
   return hash.value();
@@ -140,6 +145,22 @@ nlohmann::json amount(double total, double quadratic) {
   return out;
 }
 
+// The options object of an enter, call or backward event (FORMAT.md): only what is recorded.
+nlohmann::json event_options(const TraceEvent& event) {
+  nlohmann::json options = nlohmann::json::object();
+  if (event.output_bytes > 0) options["output_bytes"] = event.output_bytes;
+  if (event.input_bytes > 0) options["input_bytes"] = event.input_bytes;
+  if (event.forward_transient_bytes > 0) {
+    options["forward_transient"] = amount(static_cast<double>(event.forward_transient_bytes),
+                                          static_cast<double>(event.forward_transient_quadratic_bytes));
+  }
+  if (event.backward_transient_bytes > 0) {
+    options["backward_transient"] = amount(static_cast<double>(event.backward_transient_bytes),
+                                           static_cast<double>(event.backward_transient_quadratic_bytes));
+  }
+  return options;
+}
+
 nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
   auto module = [&] { return event.module < 0 ? std::string() : trace.modules[static_cast<size_t>(event.module)].name; };
   nlohmann::json out = nlohmann::json::array({event_kind_name(event.kind)});
@@ -147,16 +168,19 @@ nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
     case EventKind::enter:
     case EventKind::call:
       // Places are positional: a later one given fills the earlier ones (null flops: derive; 0 bytes).
+    {
       out.push_back(module());
-      if (event.flops >= 0.0 || event.activation_bytes > 0 || event.output_bytes > 0) {
+      const nlohmann::json options = event_options(event);
+      if (event.flops >= 0.0 || event.activation_bytes > 0 || !options.empty()) {
         out.push_back(event.flops >= 0.0 ? amount(event.flops, event.flops_quadratic) : nullptr);
       }
-      if (event.activation_bytes > 0 || event.output_bytes > 0) {
+      if (event.activation_bytes > 0 || !options.empty()) {
         out.push_back(amount(static_cast<double>(event.activation_bytes),
                              static_cast<double>(event.activation_quadratic_bytes)));
       }
-      if (event.output_bytes > 0) out.push_back({{"output_bytes", event.output_bytes}});
+      if (!options.empty()) out.push_back(options);
       break;
+    }
     case EventKind::exit:
     case EventKind::bwd_enter:
     case EventKind::bwd_exit: out.push_back(module()); break;
@@ -165,9 +189,12 @@ nlohmann::json event_json(const Trace& trace, const TraceEvent& event) {
       out.push_back(event.module < 0 ? nlohmann::json(nullptr) : nlohmann::json(module()));
       out.push_back(trace.params[static_cast<size_t>(event.param)].name);
       break;
-    case EventKind::backward:
-      if (event.activation_bytes > 0) out.push_back(event.activation_bytes);
+    case EventKind::backward: {
+      const nlohmann::json options = event_options(event);
+      if (event.activation_bytes > 0 || !options.empty()) out.push_back(event.activation_bytes);
+      if (!options.empty()) out.push_back(options);
       break;
+    }
     case EventKind::optimizer_step: break;
   }
   return out;
@@ -253,6 +280,7 @@ nlohmann::json trace_to_json(const Trace& trace) {
     out["model_spec"] = trace.run->model_spec;
     out["run"] = run_json(*trace.run);
   }
+  if (!trace.recorder.is_null()) out["recorder"] = trace.recorder;
   if (trace.expected) {
     out["expected"] = {{"property", trace.expected->property}, {"message", trace.expected->message}};
     if (!trace.expected->event_log_hash.empty()) out["expected"]["event_log_hash"] = trace.expected->event_log_hash;

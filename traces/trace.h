@@ -52,9 +52,21 @@ struct TraceEvent {
   // tokens: what a rescaled replay (trace_scaling.h) scales by the sequence length once more.
   double flops_quadratic = 0.0;
   int64_t activation_quadratic_bytes = 0;
-  // enter / call: bytes of the module's output, what activation checkpointing keeps of it (the next
-  // module's input); 0 when the trace does not say.
+  // enter / call: bytes of the module's output, what zero3's activation checkpointing keeps of it
+  // (the next module's input); 0 when the trace does not say.
   int64_t output_bytes = 0;
+  // enter / call: bytes of the module's tensor inputs, what PyTorch's non-reentrant checkpoint keeps
+  // of a checkpointed module (a PyTorch recorder's traces); 0 when the trace does not say, and then
+  // output_bytes stands in (zero3's own checkpointing).
+  int64_t input_bytes = 0;
+  // enter / call / backward: the transient peak of the module's own ops (the ops outside every
+  // module for backward) above what is held when they start, in forward and in backward:
+  // temporaries such as f32 upcasts, a softmax, a gated product; and the parts of them that grow
+  // with batch x seq_len^2 (eager attention's probabilities).
+  int64_t forward_transient_bytes = 0;
+  int64_t forward_transient_quadratic_bytes = 0;
+  int64_t backward_transient_bytes = 0;
+  int64_t backward_transient_quadratic_bytes = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 
@@ -126,6 +138,9 @@ struct Trace {
   std::vector<std::vector<TraceCollective>> collectives{};  // empty, one list (all ranks) or per rank
   std::optional<TraceRun> run{};
   std::optional<TraceExpectation> expected{};
+  // Who measured the memory amounts and how: {"tool", "torch", "transformers", "attention", "how"}
+  // (FORMAT.md); null when the trace does not say.
+  nlohmann::json recorder = nullptr;
 
   bool has_events() const { return !steps.empty(); }
   bool divergent() const;

@@ -15,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kTopLevelKeys = {"zero3_trace", "source", "name", "dtype", "world", "tokens", "batch", "seq_len",
                                                 "notes", "modules", "params", "steps", "collectives",
-                                                "model_spec", "run", "expected"};
+                                                "model_spec", "run", "expected", "recorder"};
 const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "f64", "i8", "u8", "i32", "i64", "bool", "fp8"};
 constexpr int64_t kCountMax = int64_t{1} << 50;
 // Optimizer steps a trace may replay in all (the sum of its steps' repeat). Replay walks every one
@@ -41,13 +41,32 @@ Amount read_amount(const JsonReader& node, double max) {
   return amount;
 }
 
-// The options object that may end an enter or call event, {"output_bytes": N}: the bytes of the
-// module's output, what activation checkpointing keeps of it. It has the fifth place of its own, so
-// it is never taken for an amount object ({"linear", "quadratic"}) in the FLOPS or bytes place.
-int64_t read_output_bytes(const JsonReader& options) {
-  if (!options.json().is_object()) options.fail("an object of options {\"output_bytes\": N}");
-  options.expect_only_keys({"output_bytes"});
-  return options.has("output_bytes") ? options.at("output_bytes").as_int(0, kCountMax) : 0;
+// The options object that may end an enter or call event ({"output_bytes", "input_bytes",
+// "forward_transient", "backward_transient"}) or a backward event (the two transients): what the
+// recorder measured besides the kept bytes. It has a place of its own after ACTIVATION_BYTES, so it
+// is never taken for an amount object ({"linear", "quadratic"}) in the FLOPS or bytes place.
+void read_event_options(const JsonReader& options, TraceEvent& event) {
+  const bool module_event = event.kind != EventKind::backward;
+  if (!options.json().is_object()) {
+    options.fail(module_event ? "an object of options {\"output_bytes\", \"input_bytes\", \"forward_transient\", "
+                                "\"backward_transient\"}"
+                              : "an object of options {\"forward_transient\", \"backward_transient\"}");
+  }
+  if (module_event) {
+    options.expect_only_keys({"output_bytes", "input_bytes", "forward_transient", "backward_transient"});
+    if (options.has("output_bytes")) event.output_bytes = options.at("output_bytes").as_int(0, kCountMax);
+    if (options.has("input_bytes")) event.input_bytes = options.at("input_bytes").as_int(0, kCountMax);
+  } else {
+    options.expect_only_keys({"forward_transient", "backward_transient"});
+  }
+  const auto transient = [&](const char* key, int64_t& total, int64_t& quadratic) {
+    if (!options.has(key)) return;
+    const Amount bytes = read_amount(options.at(key), static_cast<double>(kCountMax));
+    total = static_cast<int64_t>(bytes.linear + bytes.quadratic);
+    quadratic = static_cast<int64_t>(bytes.quadratic);
+  };
+  transient("forward_transient", event.forward_transient_bytes, event.forward_transient_quadratic_bytes);
+  transient("backward_transient", event.backward_transient_bytes, event.backward_transient_quadratic_bytes);
 }
 
 // "output_bytes" where it does not belong: on another kind of event, or in an amount's place. Said
@@ -187,7 +206,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
   switch (event.kind) {
     case EventKind::enter:
     case EventKind::call:
-      expect_size(2, 5, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?, {\"output_bytes\": N}?]");
+      expect_size(2, 5, "[\"enter\"|\"call\", MODULE, FLOPS?, ACTIVATION_BYTES?, {OPTIONS}?]");
       event.module = module_ref(node.at(1), names, false);
       if (size > 2 && !node.at(2).json().is_null()) {
         const Amount flops = read_amount(node.at(2), 1e30);
@@ -199,7 +218,7 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
         event.activation_bytes = static_cast<int64_t>(bytes.linear + bytes.quadratic);
         event.activation_quadratic_bytes = static_cast<int64_t>(bytes.quadratic);
       }
-      if (size > 4) event.output_bytes = read_output_bytes(node.at(4));
+      if (size > 4) read_event_options(node.at(4), event);
       break;
     case EventKind::exit:
     case EventKind::bwd_enter:
@@ -217,8 +236,9 @@ TraceEvent read_event(const JsonReader& node, const Names& names) {
       break;
     }
     case EventKind::backward:
-      expect_size(1, 2, "[\"backward\", ACTIVATION_BYTES?]");
+      expect_size(1, 3, "[\"backward\", ACTIVATION_BYTES?, {\"forward_transient\", \"backward_transient\"}?]");
       if (size > 1) event.activation_bytes = node.at(1).as_int(0, kCountMax);
+      if (size > 2) read_event_options(node.at(2), event);
       break;
     case EventKind::optimizer_step: expect_size(1, 1, "[KIND] with nothing else"); break;
   }
@@ -276,6 +296,16 @@ Trace read_trace(const nlohmann::json& json, const std::string& source) {
   if (root.has("world")) trace.world = static_cast<int>(root.at("world").as_int(1, 1 << 20));
   if (root.has("tokens")) trace.tokens = root.at("tokens").as_int(0, kCountMax);
   read_run_shape(root, trace);
+  if (root.has("recorder")) {
+    const JsonReader recorder = root.at("recorder");
+    if (!recorder.json().is_object() || !recorder.has("tool")) {
+      recorder.fail("an object {\"tool\", ...} naming the recorder and its versions");
+    }
+    for (const auto& key : recorder.keys()) {
+      if (!recorder.at(key).json().is_string() && !recorder.at(key).json().is_null()) recorder.at(key).fail("a string or null");
+    }
+    trace.recorder = recorder.json();
+  }
   Names names;
   const bool shape_mode = root.has("steps");
   if (shape_mode || root.has("modules") || root.has("params")) {

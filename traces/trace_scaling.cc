@@ -14,18 +14,26 @@ struct Growth {
   double quadratic = 1.0;  // factor of what grows with batch x seq_len^2
 };
 
+// An amount of bytes with its quadratic part: the linear part grows with tokens, the quadratic part
+// with batch x seq_len^2.
+void scale_bytes(int64_t& total, int64_t& quadratic, const Growth& growth) {
+  const double linear = static_cast<double>(total - quadratic);
+  quadratic = std::llround(static_cast<double>(quadratic) * growth.quadratic);
+  total = std::llround(linear * growth.tokens) + quadratic;
+}
+
 void scale_event(TraceEvent& event, const Growth& growth) {
   if (event.flops >= 0.0) {
     const double linear = event.flops - event.flops_quadratic;
     event.flops_quadratic *= growth.quadratic;
     event.flops = linear * growth.tokens + event.flops_quadratic;
   }
-  const double linear_bytes = static_cast<double>(event.activation_bytes - event.activation_quadratic_bytes);
-  const double quadratic_bytes = static_cast<double>(event.activation_quadratic_bytes) * growth.quadratic;
-  event.activation_quadratic_bytes = std::llround(quadratic_bytes);
-  event.activation_bytes = std::llround(linear_bytes * growth.tokens) + event.activation_quadratic_bytes;
-  // One value per token (a [tokens, width] output), however long the sequence.
+  scale_bytes(event.activation_bytes, event.activation_quadratic_bytes, growth);
+  // One value per token (a [tokens, width] output or input), however long the sequence.
   event.output_bytes = std::llround(static_cast<double>(event.output_bytes) * growth.tokens);
+  event.input_bytes = std::llround(static_cast<double>(event.input_bytes) * growth.tokens);
+  scale_bytes(event.forward_transient_bytes, event.forward_transient_quadratic_bytes, growth);
+  scale_bytes(event.backward_transient_bytes, event.backward_transient_quadratic_bytes, growth);
 }
 
 void scale_amounts(Trace& trace, const Growth& growth) {

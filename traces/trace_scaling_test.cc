@@ -91,6 +91,24 @@ TEST(TraceScaling, OutputBytesGrowWithTokens) {
   EXPECT_EQ(attn_call(longer).output_bytes, 0);  // not said: stays unsaid
 }
 
+// A module's inputs grow with tokens as its output does; its transient peaks as its kept bytes do,
+// their quadratic parts (eager attention's probabilities) with the sequence length once more.
+TEST(TraceScaling, InputsAndTransientPeaksGrowAsWhatTheyMeasure) {
+  nlohmann::json json = shaped_trace();
+  json["steps"][0]["events"][1] = {"call", "fc", nullptr, 512,
+                                   {{"input_bytes", 64}, {"forward_transient", {{"linear", 100}, {"quadratic", 40}}},
+                                    {"backward_transient", 30}}};
+  const Trace recorded = read_trace(json, "t.json");
+  const Trace longer = rescale_trace(recorded, {.seq_len = 2 * recorded.seq_len}, "t.json");
+  const TraceEvent& event = longer.steps[0].items[1].event;
+  EXPECT_EQ(event.input_bytes, 2 * 64);
+  EXPECT_EQ(event.forward_transient_quadratic_bytes, 4 * 40);
+  EXPECT_EQ(event.forward_transient_bytes, 2 * 100 + 4 * 40);
+  EXPECT_EQ(event.backward_transient_bytes, 2 * 30);
+  const Trace wider = rescale_trace(recorded, {.batch = 3 * recorded.batch}, "t.json");
+  EXPECT_EQ(wider.steps[0].items[1].event.forward_transient_bytes, 3 * 140);
+}
+
 TEST(TraceScaling, SequenceLengthGrowsTheQuadraticPartTwiceAsFast) {
   const Trace trace = rescale_trace(read_trace(shaped_trace(), "t.json"), {.seq_len = 16}, "t.json");
   EXPECT_EQ(trace.tokens, 32);

@@ -217,6 +217,43 @@ TEST(TraceReader, RejectsOutputBytesOutsideEnterAndCallAndBelowZeroNamingThePath
   EXPECT_NE(error_of(json).find("/steps/0/events/1/4/kept"), std::string::npos) << error_of(json);
 }
 
+// A PyTorch recorder's memory amounts (tools/record_memory_trace.py): a module's inputs and the
+// transient peaks of its own ops (and of the loss's, on the backward event), with quadratic parts,
+// and the recorder that measured them; they read back the same and are refused where they do not belong.
+TEST(TraceReader, RecordedTransientsAndInputsReadBackTheSameAndAreRefusedElsewhere) {
+  nlohmann::json json = small_trace();
+  json["recorder"] = {{"tool", "tools/record_memory_trace.py"}, {"torch", "2.15.0"}, {"transformers", nullptr}};
+  json["steps"][0]["events"][1] = {"call", "a", 1000, 64,
+                                   {{"input_bytes", 16}, {"forward_transient", {{"linear", 8}, {"quadratic", 24}}},
+                                    {"backward_transient", 40}}};
+  json["steps"][0]["events"][9] = {"backward", 12, {{"forward_transient", 6}, {"backward_transient", 18}}};
+  const Trace trace = read_trace(json, "t.json");
+  const std::vector<TraceEvent> events = events_for(trace.steps[0], 0);
+  EXPECT_EQ(events[1].input_bytes, 16);
+  EXPECT_EQ(events[1].forward_transient_bytes, 32);
+  EXPECT_EQ(events[1].forward_transient_quadratic_bytes, 24);
+  EXPECT_EQ(events[1].backward_transient_bytes, 40);
+  EXPECT_EQ(events[9].activation_bytes, 12);
+  EXPECT_EQ(events[9].forward_transient_bytes, 6);
+  EXPECT_EQ(events[9].backward_transient_bytes, 18);
+  EXPECT_EQ(trace.recorder.at("tool"), "tools/record_memory_trace.py");
+  const nlohmann::json written = trace_to_json(trace);
+  EXPECT_EQ(written["steps"][0]["events"][1], json["steps"][0]["events"][1]);
+  EXPECT_EQ(written["steps"][0]["events"][9], json["steps"][0]["events"][9]);
+  EXPECT_EQ(written["recorder"], json["recorder"]);
+  EXPECT_EQ(read_trace(nlohmann::json::parse(trace_to_text(trace)), "again.json").steps[0].items, trace.steps[0].items);
+
+  nlohmann::json bad = small_trace();
+  bad["steps"][0]["events"][9] = {"backward", 12, {{"input_bytes", 4}}};
+  EXPECT_NE(error_of(bad).find("t.json: at /steps/0/events/9/2/input_bytes"), std::string::npos) << error_of(bad);
+  bad = small_trace();
+  bad["steps"][0]["events"][1] = {"call", "a", 1000, 64, {{"forward_transient", -1}}};
+  EXPECT_NE(error_of(bad).find("/steps/0/events/1/4/forward_transient"), std::string::npos) << error_of(bad);
+  bad = small_trace();
+  bad["recorder"] = {{"torch", "2.15.0"}};
+  EXPECT_NE(error_of(bad).find("t.json: at /recorder"), std::string::npos) << error_of(bad);
+}
+
 TEST(TraceReader, AcceptsAFuzzerCaseFileAndChecksItsRunSection) {
   nlohmann::json json = nlohmann::json::parse(R"({
     "zero3_trace": 1, "source": "fuzz", "model_spec": "mlp-tiny",
