@@ -19,6 +19,7 @@ class JsonReader {
   JsonReader(const nlohmann::json& json, std::string source, std::string path = "");
 
   const std::string& path() const { return path_; }
+  const std::string& source() const { return source_; }
   const nlohmann::json& json() const { return json_; }
   bool has(const std::string& key) const;
   JsonReader at(const std::string& key) const;  // InputError when missing

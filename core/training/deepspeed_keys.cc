@@ -52,7 +52,6 @@ constexpr std::string_view kInOrderData = "no curriculum: batches come in order 
 constexpr DeepSpeedKey kUnreadKeys[] = {
     // Top level. zero3 reads train_micro_batch_size_per_gpu, gradient_accumulation_steps,
     // gradient_clipping, bf16, optimizer and zero_optimization.
-    {"", "train_batch_size", not_used, "the global batch is micro-batch x gradient_accumulation_steps x ranks"},
     {"", "managed_gradient_accumulation", not_used, "zero3 steps once every gradient_accumulation_steps micro-steps"},
     {"", "steps_per_print", not_used, "zero3 train prints a step line every --log-every steps (default 1)"},
     {"", "dump_state", not_used, "zero3 train --report records the config zero3 resolved"},
@@ -324,6 +323,15 @@ std::string typo_advice(const std::string& path, const std::string& section, con
 }  // namespace
 
 std::span<const DeepSpeedKey> unread_deepspeed_keys() { return kUnreadKeys; }
+
+bool deepspeed_refuses_unknown_keys(const std::string& section) {
+  return section == "/zero_optimization" || section == "/zero_optimization/offload_optimizer" ||
+         section == "/zero_optimization/offload_param" || section == "/bf16" || section == "/fp16";
+}
+
+const DeepSpeedKey* unread_deepspeed_key(const std::string& section, const std::string& key) {
+  return find_unread_key(section, key);
+}
 
 std::string unused_key_advice(const std::string& section, const std::string& key,
                               const std::vector<std::string>& keys_zero3_reads) {

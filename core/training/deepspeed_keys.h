@@ -44,6 +44,15 @@ std::span<const DeepSpeedKey> unread_deepspeed_keys();
 std::string unused_key_advice(const std::string& section, const std::string& key,
                               const std::vector<std::string>& keys_zero3_reads);
 
+// Whether DeepSpeed 0.19.8 validates the section strictly: its pydantic config models forbid
+// unknown fields in /zero_optimization, its /offload_optimizer and /offload_param, /bf16 and /fp16,
+// so a key there that DeepSpeed does not know is an error there, not a warning; the top level and
+// the optimizer's params are plain dicts it reads what it needs from.
+bool deepspeed_refuses_unknown_keys(const std::string& section);
+// How zero3 treats a DeepSpeed key it does not read (the table above); nullptr when the key is not
+// one of them (a key zero3 reads, or not a DeepSpeed key at all).
+const DeepSpeedKey* unread_deepspeed_key(const std::string& section, const std::string& key);
+
 // The closest of `candidates` to `word` by edit distance (insertions, deletions, substitutions and
 // adjacent transpositions, letter case ignored), or "" when none is close enough to be a slip: at
 // most one edit per five letters of `word`, and at least one. Ties go to the earlier candidate.

@@ -80,10 +80,15 @@ struct TrainConfig {
   // names, as zero3_leaf_modules takes them, whose forward keeps only its inputs and output;
   // backward runs it again (gathering its parameters again under stage 3) before its backward.
   std::vector<std::string> checkpoint_modules;
+  // train_batch_size: 0 when the file does not give it (or gives "auto"); else DeepSpeed's global
+  // batch, which must equal micro-batch x gradient_accumulation_steps x world (check_batch_sizes).
+  int64_t train_batch_size = 0;
   SettingOrigin micro_batch_origin = SettingOrigin::unset;
   SettingOrigin gas_origin = SettingOrigin::unset;
   SettingOrigin precision_origin = SettingOrigin::unset;  // bf16.enabled / fp16.enabled
   std::vector<std::string> auto_keys;  // JSON paths the file gave as "auto", resolved by the caller
+  // DeepSpeed keys of the file that zero3 does not use, as JSON paths (one grouped warning says them).
+  std::vector<std::string> ignored_deepspeed_keys;
 };
 
 // Parses a DeepSpeed-style config. `source` names the file in errors. Keys zero3 does not use are
@@ -115,6 +120,16 @@ void apply_lever_flags(const LeverFlags& flags, const std::string& config_path, 
 // The keys zero3 reads in a section of the config ("" the top level, "/zero_optimization",
 // "/optimizer", "/optimizer/params", "/bf16", "/fp16"); empty for any other.
 const std::vector<std::string>& keys_zero3_reads(const std::string& section);
+// train_batch_size as DeepSpeed reads it, once the world is known: where the file gives it and not
+// the micro-batch or the accumulation steps (nor a flag), they are derived from it as DeepSpeed
+// derives them; then it must equal micro-batch x gradient_accumulation_steps x world, which
+// DeepSpeed asserts. InputError naming `source`, the key and the three factors.
+void check_batch_sizes(TrainConfig& config, int world, const std::string& source);
+// "auto" of the three bucket sizes as Hugging Face Trainer fills them from the model's hidden size
+// h: reduce_bucket_size h^2, stage3_prefetch_bucket_size 0.9 h^2, stage3_param_persistence_threshold
+// 10 h (transformers' DeepSpeed integration). Leaves the values the file gave as numbers; returns
+// whether any "auto" was filled.
+bool resolve_auto_from_hidden_size(TrainConfig& config, int64_t hidden_size);
 // What each "auto" of the file became, from the final config: "train_micro_batch_size_per_gpu=8,
 // bf16.enabled=true"; "" when the file had none.
 std::string auto_resolutions(const TrainConfig& config);

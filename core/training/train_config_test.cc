@@ -41,13 +41,83 @@ TEST(TrainConfig, ReadsADeepSpeedStage3Config) {
   EXPECT_FALSE(config.zero.overlap_comm);
 }
 
-TEST(TrainConfig, UnknownKeysAreWarnedWithTheirPath) {
+// DeepSpeed keys zero3 has no use for (a Trainer config holds a dozen) are one warning, not a
+// dozen that bury the one that matters; a key that is neither zero3's nor DeepSpeed's is its own.
+TEST(TrainConfig, DeepSpeedKeysZero3DoesNotUseAreOneGroupedWarningWithTheirPaths) {
   std::vector<std::string> warnings;
-  parse_train_config(nlohmann::json::parse(R"({"steps_per_print": 10, "zero_optimization": {"sub_group_size": 1}})"),
+  parse_train_config(nlohmann::json::parse(R"({"steps_per_print": 10, "zero_optimization": {"sub_group_size": 1},
+                                               "my_own_key": 1})"),
                      "ds_config.json", &warnings);
   ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_NE(warnings[0].find("/steps_per_print"), std::string::npos);
-  EXPECT_NE(warnings[1].find("/zero_optimization/sub_group_size"), std::string::npos);
+  EXPECT_NE(warnings[0].find("/my_own_key is neither a DeepSpeed key nor one zero3 reads"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("zero3 does not use 2 DeepSpeed keys of this config"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[1].find("/steps_per_print, /zero_optimization/sub_group_size"), std::string::npos) << warnings[1];
+}
+
+// DeepSpeed 0.19.8 validates zero_optimization (and its offload sections, bf16, fp16) strictly:
+// a key it does not know there is an error in DeepSpeed, so it is one here, with the key meant.
+TEST(TrainConfig, AKeyDeepSpeedWouldRefuseInAStrictSectionIsAnErrorWithDidYouMean) {
+  const std::string typo = error_of(nlohmann::json::parse(R"({"zero_optimization": {"stage3_prefetch_bucket_sise": 5}})"));
+  EXPECT_NE(typo.find("ds_config.json: at /zero_optimization/stage3_prefetch_bucket_sise: not a DeepSpeed key: "
+                      "did you mean stage3_prefetch_bucket_size?"), std::string::npos) << typo;
+  EXPECT_NE(typo.find("DeepSpeed 0.19.8 refuses"), std::string::npos) << typo;
+  EXPECT_NE(error_of(nlohmann::json::parse(R"({"bf16": {"enabeld": true}})")).find("did you mean enabled?"),
+            std::string::npos);
+  EXPECT_NE(error_of(nlohmann::json::parse(R"({"zero_optimization": {"offload_param": {"devise": "cpu"}}})"))
+                .find("/zero_optimization/offload_param/devise"),
+            std::string::npos);
+  // A key DeepSpeed removed is refused by DeepSpeed too.
+  EXPECT_NE(error_of(nlohmann::json::parse(R"({"zero_optimization": {"zeropp_loco_param": {}}})"))
+                .find("/zero_optimization/zeropp_loco_param"),
+            std::string::npos);
+  // zero3's own keys in those sections stay readable, and the top level stays lenient as DeepSpeed's is.
+  std::vector<std::string> warnings;
+  parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"zero3_leaf_modules": ["moe"]}, "stepz": 1})"),
+                     "ds_config.json", &warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("/stepz"), std::string::npos) << warnings[0];
+}
+
+// train_batch_size as DeepSpeed reads it: derived factors where the file leaves them out, and an
+// error where the three disagree; "auto" is what Trainer writes, micro-batch x accumulation x world.
+TEST(TrainConfig, TrainBatchSizeIsCheckedAndCompletedAsDeepSpeedDoes) {
+  std::vector<std::string> warnings;
+  TrainConfig config = parse_train_config(
+      nlohmann::json::parse(R"({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8})"),
+      "ds_config.json", &warnings);
+  EXPECT_TRUE(warnings.empty());
+  try {
+    check_batch_sizes(config, 8, "ds_config.json");
+    FAIL() << "64 against 4 x 8 x 8 was accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("ds_config.json: at /train_batch_size: 64 is not train_micro_batch_size_per_gpu "
+                                             "x gradient_accumulation_steps x world size = 4 x 8 x 8 = 256"),
+              std::string::npos) << error.what();
+  }
+  config = parse_train_config(nlohmann::json::parse(R"({"train_batch_size": 64, "gradient_accumulation_steps": 2})"),
+                              "ds_config.json", &warnings);
+  check_batch_sizes(config, 8, "ds_config.json");
+  EXPECT_EQ(config.micro_batch_size, 4);  // 64 / 2 / 8, as DeepSpeed derives it
+  config = parse_train_config(nlohmann::json::parse(R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": 3})"),
+                              "ds_config.json", &warnings);
+  check_batch_sizes(config, 8, "ds_config.json");
+  EXPECT_EQ(config.train_batch_size, 24);
+  EXPECT_NE(auto_resolutions(config).find("train_batch_size=24"), std::string::npos) << auto_resolutions(config);
+}
+
+// "auto" bucket sizes as transformers' DeepSpeed integration fills them from the hidden size.
+TEST(TrainConfig, AutoBucketSizesFollowTheHiddenSizeAsHuggingFaceTrainerFillsThem) {
+  std::vector<std::string> warnings;
+  TrainConfig config = parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"reduce_bucket_size": "auto",
+      "stage3_prefetch_bucket_size": "auto", "stage3_param_persistence_threshold": "auto"}})"), "c", &warnings);
+  EXPECT_TRUE(resolve_auto_from_hidden_size(config, 4096));
+  EXPECT_EQ(config.zero.reduce_bucket_elements, 16'777'216);
+  EXPECT_EQ(config.zero.prefetch_bucket_elements, 15'099'494);
+  EXPECT_EQ(config.zero.persistence_threshold, 40'960);
+  // A number the file gives stays; no hidden size fills nothing.
+  config = parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"reduce_bucket_size": 7}})"), "c", &warnings);
+  EXPECT_FALSE(resolve_auto_from_hidden_size(config, 4096));
+  EXPECT_EQ(config.zero.reduce_bucket_elements, 7);
 }
 
 TEST(TrainConfig, InvalidValuesNameFilePathAndRange) {
@@ -121,11 +191,13 @@ TEST(TrainConfig, OriginsSayWhichSettingsTheFileGave) {
 
 TEST(TrainConfig, UnreadKeysGetAdviceATypoItsKeyAndADeepSpeedKeyWhatZero3DoesInstead) {
   std::vector<std::string> warnings;
-  parse_train_config(nlohmann::json::parse(R"({"zero_optimization": {"stage3_param_persitence_threshold": 10,
-      "zero_quantized_weights": true}})"), "ds_config.json", &warnings);
+  parse_train_config(nlohmann::json::parse(R"({"optimizer": {"params": {"lrr": 0.1}},
+      "zero_optimization": {"offload_optimizer": {"device": "cpu", "ratio": 0.5}}})"), "ds_config.json", &warnings);
   ASSERT_EQ(warnings.size(), 2u);  // in the JSON object's key order
-  EXPECT_NE(warnings[0].find("did you mean stage3_param_persistence_threshold?"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[1].find("is a DeepSpeed key zero3 does not use"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[0].find("did you mean lr?"), std::string::npos) << warnings[0];
+  // A feature zero3 has not built is said on its own: the run it predicts differs from DeepSpeed's.
+  EXPECT_NE(warnings[1].find("/zero_optimization/offload_optimizer/ratio is a DeepSpeed key zero3 does not implement yet"),
+            std::string::npos) << warnings[1];
 }
 
 TEST(TrainConfig, ReadsEachStage3SettingUnderEitherOfDeepSpeedsNames) {
@@ -167,8 +239,8 @@ TEST(TrainConfig, ReadsOffloadDevicesAndCheckpointedModules) {
   EXPECT_EQ(config.checkpoint_modules, (std::vector<std::string>{"block", "h.0"}));
   // DeepSpeed's tuning keys are read by DeepSpeed, not by zero3: said, not silently taken.
   ASSERT_EQ(warnings.size(), 2u);
-  EXPECT_NE(warnings[0].find("/zero_optimization/offload_optimizer/pin_memory"), std::string::npos) << warnings[0];
-  EXPECT_NE(warnings[1].find("/activation_checkpointing/partition_activations"), std::string::npos) << warnings[1];
+  EXPECT_NE(warnings[0].find("/activation_checkpointing/partition_activations"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("/zero_optimization/offload_optimizer/pin_memory"), std::string::npos) << warnings[1];
   const TrainConfig again = parse_train_config(train_config_to_json(config), "roundtrip", &warnings);
   EXPECT_EQ(again.zero.offload_optimizer, OffloadDevice::cpu);
   EXPECT_EQ(again.checkpoint_modules, config.checkpoint_modules);
