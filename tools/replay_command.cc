@@ -11,6 +11,7 @@
 #include "props/fuzzer.h"
 #include "tools/commands.h"
 #include "tools/progress.h"
+#include "traces/fit_advice.h"
 #include "traces/functional_replay.h"
 #include "traces/hardware_catalog.h"
 #include "traces/replay.h"
@@ -32,6 +33,7 @@ struct ReplayFlags {
   std::string report_path;
   std::string mode = "auto";
   bool full_simulation = false;
+  bool no_fit_advice = false;
   int64_t micro_batch = 0;  // 0: the config's, else the trace's
   int64_t seq_len = 0;      // 0: the trace's
   int64_t gas = 0;          // 0: the config's, else the trace's
@@ -70,6 +72,34 @@ TrainConfig replay_config(const ReplayFlags& flags, const Trace& trace) {
   return config;
 }
 
+std::string config_source(const ReplayFlags& flags) {
+  return flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags";
+}
+
+// The config as DeepSpeed and Hugging Face Trainer read it, before the run is chosen: "auto" bucket
+// sizes from the model's hidden size, and train_batch_size against the micro-batch, accumulation
+// and world (the flags count as given, as a launcher's arguments would).
+void resolve_as_deepspeed_does(const ReplayFlags& flags, const Trace& trace, int world, TrainConfig& config) {
+  const int64_t hidden = trace_hidden_size(trace);
+  const bool bucket_auto = std::any_of(config.auto_keys.begin(), config.auto_keys.end(), [](const std::string& path) {
+    return path.rfind("/zero_optimization/", 0) == 0;
+  });
+  if (bucket_auto && !resolve_auto_from_hidden_size(config, hidden)) {
+    std::printf("config: \"auto\" bucket sizes keep DeepSpeed's defaults: the trace does not say the model's hidden "
+                "size (its \"hidden_size\", or an Embedding's width), which Hugging Face Trainer fills them from\n");
+  }
+  if (config.train_batch_size <= 0) return;
+  if (flags.micro_batch > 0) {
+    config.micro_batch_size = flags.micro_batch;
+    config.micro_batch_origin = SettingOrigin::file;
+  }
+  if (flags.gas > 0) {
+    config.gradient_accumulation_steps = flags.gas;
+    config.gas_origin = SettingOrigin::file;
+  }
+  check_batch_sizes(config, world, config_source(flags));
+}
+
 // One setting of the replayed run and where it came from, for the banner.
 struct Chosen {
   int64_t value = 0;
@@ -87,7 +117,7 @@ Chosen choose(int64_t flag, const char* flag_name, SettingOrigin origin, int64_t
 // The run the replay predicts: micro-batch, sequence length, accumulation and precision, each from
 // a flag, else the config file, else the trace (never a default that silently differs from the
 // trace), printed on one line. Returns the trace rescaled to that run (trace_scaling.h).
-Trace trace_for_the_run(const ReplayFlags& flags, const Trace& trace, TrainConfig& config) {
+Trace trace_for_the_run(const ReplayFlags& flags, const Trace& trace, TrainConfig& config, int world) {
   const Chosen batch = choose(flags.micro_batch, "--micro-batch", config.micro_batch_origin, config.micro_batch_size,
                               "train_micro_batch_size_per_gpu", trace.batch);
   const Chosen seq_len = choose(flags.seq_len, "--seq-len", SettingOrigin::unset, 0, "", trace.seq_len);
@@ -114,6 +144,7 @@ Trace trace_for_the_run(const ReplayFlags& flags, const Trace& trace, TrainConfi
   }
   std::printf("; %lld micro-step%s per step (%s); %s compute (%s)\n", static_cast<long long>(gas.value),
               gas.value == 1 ? "" : "s", gas.origin.c_str(), config.bf16 ? "bf16" : "f32", precision_origin.c_str());
+  check_batch_sizes(config, world, config_source(flags));
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("config \"auto\" resolved: %s\n", resolved.c_str());
   return run;
@@ -187,9 +218,9 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   options.world = replay_world(recorded, flags.ranks);
   options.config = replay_config(flags, recorded);
   apply_levers(flags, options.config);
-  check_group_sizes(options.config, options.world,
-                    flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags");
-  const Trace trace = trace_for_the_run(flags, recorded, options.config);
+  check_group_sizes(options.config, options.world, config_source(flags));
+  resolve_as_deepspeed_does(flags, recorded, options.world, options.config);
+  const Trace trace = trace_for_the_run(flags, recorded, options.config, options.world);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = replay_hardware(flags, options.world);
   check_hpz_within_nodes(options.config.zero.hpz_group_size, options.world, hardware,
@@ -202,8 +233,17 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   };
   const ShapeReplayResult result = replay_trace(trace, options);
   if (bar) bar->finish();
-  const nlohmann::json report = replay_report(trace, options.config, hardware, result);
+  nlohmann::json report = replay_report(trace, options.config, hardware, result);
   std::fputs(replay_summary(report).c_str(), stdout);
+  // What to change: the run replayed again with one thing changed at a time (fit_advice.h).
+  if (!result.failure && hardware.memory_bytes > 0 && !flags.no_fit_advice) {
+    const FitAdvice advice =
+        advise_fit(recorded, {.batch = trace.batch, .seq_len = trace.seq_len,
+                              .micro_steps = options.config.gradient_accumulation_steps},
+                   options, hardware, flags.trace_path);
+    std::fputs(fit_advice_lines(advice).c_str(), stdout);
+    report["memory"]["advice"] = fit_advice_json(advice);
+  }
   write_outputs(flags, trace, hardware, result, report);
   const int code = result.exit_code();
   if (code == kExitLiveness) throw LivenessError("replay found ranks that would hang or mix up collectives (see above)");
@@ -272,6 +312,9 @@ void add_replay_command(CLI::App& app) {
   command->add_option("--mode", flags->mode, "auto (functional for fuzzer cases), shape or functional")
       ->check(CLI::IsMember({"auto", "shape", "functional"}))
       ->capture_default_str();
+  command->add_flag("--no-fit-advice", flags->no_fit_advice,
+                    "skip the search for the largest micro-batch that fits and the levers that would make the run "
+                    "fit (each a replay of its own; the report's memory.advice)");
   command->add_flag("--full-simulation", flags->full_simulation,
                     "simulate every rank on the SimWorld even for an SPMD trace (slower; checks the symmetric shortcut). "
                     "Ranks whose event streams are identical share one simulated engine; each is still reported");

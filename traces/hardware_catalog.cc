@@ -23,7 +23,7 @@ HardwareChoice default_hardware() {
 HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world) {
   const JsonReader root(json, source);
   root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
-                         "nvlink", "infiniband", "host_link", "host_optimizer"});
+                         "nvlink", "infiniband", "host_link", "host_optimizer", "reserve"});
   HardwareChoice choice;
   choice.name = root.at("name").as_string();
   root.at("source").as_string();  // required: every number says where it comes from
@@ -31,7 +31,15 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
   choice.gpus_per_node = static_cast<int>(root.at("gpus_per_node").as_int(1, 1024));
   choice.memory_bytes = root.at("memory_bytes").as_number(0.0, 1e15);
   const double efficiency = root.at("flops_efficiency").as_number(0.01, 1.0);
-  choice.profile.peak_flops = root.at("peak_flops").as_number(1e9, 1e18) * efficiency;
+  choice.datasheet_peak_flops = root.at("peak_flops").as_number(1e9, 1e18);
+  choice.profile.peak_flops = choice.datasheet_peak_flops * efficiency;
+  if (root.has("reserve")) {
+    const JsonReader reserve = root.at("reserve");
+    reserve.expect_only_keys({"context_bytes", "fragmentation_fraction", "source"});
+    choice.reserve_source = reserve.at("source").as_string();
+    choice.reserve_context_bytes = reserve.at("context_bytes").as_number(0.0, choice.memory_bytes);
+    choice.reserve_fragmentation_fraction = reserve.at("fragmentation_fraction").as_number(0.0, 0.5);
+  }
   // A ring of W ranks within one node uses NVLink; across nodes the network link bounds it.
   choice.link = world <= choice.gpus_per_node ? "nvlink" : "infiniband";
   const JsonReader link = root.at(choice.link);

@@ -22,6 +22,16 @@ struct HardwareChoice {
   double memory_bytes = 0;  // device memory, 0 when unknown
   nlohmann::json file{};      // the profile as read (with its sources), null for the default
   bool assumed = false;  // the user named no hardware; this one stands in
+  double datasheet_peak_flops = 0;  // the profile's peak_flops before flops_efficiency (MFU's denominator); 0 unknown
+  // What a run cannot use of memory_bytes (the profile's optional "reserve"): the CUDA context and
+  // the libraries' workspaces, and a fraction of the device lost to the caching allocator's
+  // fragmentation. The fit verdict judges the peak against memory_bytes less both.
+  double reserve_context_bytes = 0;
+  double reserve_fragmentation_fraction = 0;
+  std::string reserve_source{};
+  double usable_bytes() const {
+    return memory_bytes - reserve_context_bytes - reserve_fragmentation_fraction * memory_bytes;
+  }
 };
 
 // The simulator's built-in HardwareProfile, labelled as such.

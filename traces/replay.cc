@@ -124,7 +124,8 @@ void replay_symmetric(const Trace& trace, const ReplayOptions& options, ShapeRep
 RankReplay sharing_rank(const RankReplay& simulated, int rank) {
   RankReplay out{.rank = rank, .simulated_rank = simulated.rank, .compute = {}, .step_start_s = simulated.step_start_s,
                  .step_end_s = simulated.step_end_s, .compute_busy_s = simulated.compute_busy_s,
-                 .step_compute_s = simulated.step_compute_s, .peaks = simulated.peaks,
+                 .step_compute_s = simulated.step_compute_s, .step_model_flops = simulated.step_model_flops,
+                 .step_recompute_flops = simulated.step_recompute_flops, .peaks = simulated.peaks,
                  .peak_total = simulated.peak_total, .memory = {}, .findings = simulated.findings,
                  .counters = simulated.counters, .finished = simulated.finished};
   for (Finding& finding : out.findings) finding.rank = rank;

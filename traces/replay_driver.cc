@@ -86,6 +86,9 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
   out_.compute[step_span].end_s = clock_.now_s();
   out_.step_end_s.push_back(clock_.now_s());
   out_.step_compute_s.push_back(out_.compute_busy_s - busy_before_s);
+  out_.step_model_flops.push_back(model_flops_);
+  out_.step_recompute_flops.push_back(recompute_flops_);
+  model_flops_ = recompute_flops_ = 0.0;
   if (out_.step_offload_s.size() < out_.step_compute_s.size()) out_.step_offload_s.push_back(0.0);
 }
 
@@ -146,16 +149,19 @@ void ReplayDriver::enter(const TraceEvent& event) {
   invocation->input_bytes = event.input_bytes;
   invocation->forward_transient = event.forward_transient_bytes;
   invocation->backward_transient = event.backward_transient_bytes;
+  invocation->released_at_backward_begin = event.released_at_backward_begin_bytes;
   invocation->invocation = ctx_.enter_module(model_.module(module));  // pre-forward: the engine fetches here
   note_invalidations(module_name(module));
   invocation->start_s = clock_.now_s();
   open_.push_back(invocation);
   // Runs last in this invocation's backward, right before its post-backward hook. In a recompute
-  // it runs first: as the tape does (recompute_checkpointed), a checkpointed invocation lets its
-  // kept output go before the range's activations, the output among them, are held again.
+  // it runs first: as zero3's tape does (recompute_checkpointed), a checkpointed invocation that
+  // kept its output lets it go before the range's activations, the output among them, are held
+  // again. One that kept its inputs (torch.utils.checkpoint) holds them until its backward ends.
   record_on_tape([this, invocation] { backward_end(*invocation); },
                  [this, invocation] {
-                   if (invocation->kept_bytes > 0) memory_.release(MemoryCategory::activation, invocation->kept_bytes);
+                   if (invocation->input_bytes > 0 || invocation->kept_bytes == 0) return;
+                   memory_.release(MemoryCategory::activation, invocation->kept_bytes);
                    invocation->kept_bytes = 0;
                  });
 }
@@ -221,7 +227,7 @@ void ReplayDriver::recompute_exit(const std::shared_ptr<Invocation>& invocation)
   // The invocation's forward once more, between the gathers its pre-forward hook issued again.
   memory_.set_place(step_, "recompute", module_name(invocation->module));
   const double start_s = clock_.now_s();
-  compute(invocation->flops);
+  compute(invocation->flops, FlopsKind::recompute);
   out_.compute.push_back({"recompute " + model_.module(invocation->module).display_name(), "recompute", start_s,
                           clock_.now_s()});
   transient(invocation->forward_transient, module_name(invocation->module));
@@ -239,6 +245,9 @@ void ReplayDriver::backward_begin(const Invocation& invocation) {
   // Backward of a matmul costs two forward matmuls (input and weight gradients).
   compute(2.0 * invocation.flops);
   transient(invocation.backward_transient, module_name(invocation.module));
+  if (invocation.released_at_backward_begin > 0) {
+    memory_.release(MemoryCategory::activation, invocation.released_at_backward_begin);
+  }
 }
 
 void ReplayDriver::transient(int64_t bytes, const std::string& what) {
@@ -247,10 +256,15 @@ void ReplayDriver::transient(int64_t bytes, const std::string& what) {
   memory_.release(MemoryCategory::activation, bytes);
 }
 
-void ReplayDriver::backward_end(const Invocation& invocation) {
+void ReplayDriver::backward_end(Invocation& invocation) {
   out_.compute[open_backward_spans_.back()].end_s = clock_.now_s();
   open_backward_spans_.pop_back();
-  if (invocation.activation_bytes > 0) memory_.release(MemoryCategory::activation, invocation.activation_bytes);
+  const int64_t still_held = invocation.activation_bytes - invocation.released_at_backward_begin;
+  if (still_held > 0) memory_.release(MemoryCategory::activation, still_held);
+  if (invocation.input_bytes > 0 && invocation.kept_bytes > 0) {  // a checkpoint's inputs, held until now
+    memory_.release(MemoryCategory::activation, invocation.kept_bytes);
+    invocation.kept_bytes = 0;
+  }
   ZERO3_CHECK(invocation.kept_bytes == 0, "the recompute of '" + module_name(invocation.module) +
                                               "' lets its kept output go before its backward ends");
   const int64_t element_bytes = config_.bf16 ? 2 : 4;
@@ -271,11 +285,15 @@ void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, cons
   memory_.set_place(step_, "backward", "");
   if (loss_activation_bytes > 0) memory_.acquire(MemoryCategory::activation, loss_activation_bytes, "loss");
   transient(loss.backward_transient_bytes, "loss");
+  if (loss.released_at_backward_begin_bytes > 0) {
+    memory_.release(MemoryCategory::activation, loss.released_at_backward_begin_bytes);
+  }
   backward_order_.clear();
   const size_t span = out_.compute.size();
   out_.compute.push_back({"backward", "phase", clock_.now_s(), kOpenSpan});
   backward(ctx_, Var(Tensor::scalar(0.0f)));
-  if (loss_activation_bytes > 0) memory_.release(MemoryCategory::activation, loss_activation_bytes);
+  const int64_t loss_still_held = loss_activation_bytes - loss.released_at_backward_begin_bytes;
+  if (loss_still_held > 0) memory_.release(MemoryCategory::activation, loss_still_held);
   engine_.end_micro_step(ctx_);
   // The engine reduces every parameter by the end of a micro-step, so no full gradient is left.
   ZERO3_CHECK(grad_bytes_held_.empty(), std::to_string(grad_bytes_held_.size()) + " gradients never reduce-scattered");
@@ -335,8 +353,9 @@ double ReplayDriver::own_flops(int32_t module, double recorded) const {
   return flops;
 }
 
-void ReplayDriver::compute(double flops) {
+void ReplayDriver::compute(double flops, FlopsKind kind) {
   if (flops <= 0.0) return;
+  (kind == FlopsKind::model ? model_flops_ : recompute_flops_) += flops;
   const double before_s = clock_.now_s();
   clock_.advance_compute(flops);
   out_.compute_busy_s += clock_.now_s() - before_s;

@@ -54,6 +54,10 @@ struct RankReplay {
   std::vector<double> step_end_s{};
   double compute_busy_s = 0.0;        // time spent on flops, excluding waits for collectives
   std::vector<double> step_compute_s{}; // compute_busy_s of each step
+  // Flops of each step: the model's (forward and backward, what MFU counts) and a checkpointed
+  // module's forward run again in backward (which hardware flops utilisation counts as well).
+  std::vector<double> step_model_flops{};
+  std::vector<double> step_recompute_flops{};
   std::vector<double> step_offload_s{}; // ZeRO-Offload's copies and host AdamW in each step
   int64_t device_to_host_bytes = 0;     // offload copies over the whole replay
   int64_t host_to_device_bytes = 0;
@@ -95,6 +99,7 @@ class ReplayDriver {
     int64_t input_bytes = 0;
     int64_t forward_transient = 0;
     int64_t backward_transient = 0;
+    int64_t released_at_backward_begin = 0;  // of activation_bytes
   };
 
   void forward_event(const TraceEvent& event);
@@ -103,7 +108,7 @@ class ReplayDriver {
   void raw_access(int32_t module, int32_t param);
   void exit(int32_t module);
   void backward_begin(const Invocation& invocation);
-  void backward_end(const Invocation& invocation);
+  void backward_end(Invocation& invocation);
   // `loss`: the backward event: the bytes the ops outside every module keep, held from backward's
   // start until it ends, and their transient peaks.
   void run_backward(const std::vector<int32_t>& recorded_order, const TraceEvent& loss);
@@ -114,7 +119,9 @@ class ReplayDriver {
   bool starts_checkpoint(int32_t module) const;  // checkpointed, and not inside a checkpointed one
   void recompute_exit(const std::shared_ptr<Invocation>& invocation);
   double own_flops(int32_t module, double recorded) const;
-  void compute(double flops);
+  // `kind`: what the flops are, for the step's counts.
+  enum class FlopsKind { model, recompute };
+  void compute(double flops, FlopsKind kind = FlopsKind::model);
   // ZeRO-Offload at the step's end: the copies counted since the last step over the host link and
   // host AdamW over the trained shard elements, on the compute stream (DeepSpeed waits for them).
   void offload_at_step_end();
@@ -140,6 +147,8 @@ class ReplayDriver {
   int64_t invalidations_seen_ = 0;
   int64_t down_seen_ = 0;  // the engine's offload counters at the last step's end
   int64_t up_seen_ = 0;
+  double model_flops_ = 0.0;      // this step's so far
+  double recompute_flops_ = 0.0;
 };
 
 }  // namespace zero3

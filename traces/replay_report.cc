@@ -48,12 +48,22 @@ nlohmann::json model_json(const Trace& trace, int world) {
 
 // Whether the largest per-rank peak fits the device, said for every replay: null (not false) when
 // the hardware has no memory size, so a reader cannot mistake "unknown" for "does not fit".
+// The peak is judged against the device less its reserve (the CUDA context, the allocator's
+// fragmentation: hardware_catalog.h), and the verdict says by how much it fits or misses.
 nlohmann::json verdict_json(int64_t peak_bytes, const HardwareChoice& hardware) {
   const bool known = hardware.memory_bytes > 0;
   const double peak = static_cast<double>(peak_bytes);
-  return {{"fits", known ? nlohmann::json(peak <= hardware.memory_bytes) : nlohmann::json(nullptr)},
+  const double usable = hardware.usable_bytes();
+  const double reserve = hardware.memory_bytes - usable;
+  return {{"fits", known ? nlohmann::json(peak <= usable) : nlohmann::json(nullptr)},
           {"peak_bytes", peak_bytes},
           {"capacity_bytes", known ? nlohmann::json(hardware.memory_bytes) : nlohmann::json(nullptr)},
+          {"usable_bytes", known ? nlohmann::json(usable) : nlohmann::json(nullptr)},
+          {"margin_bytes", known ? nlohmann::json(usable - peak) : nlohmann::json(nullptr)},
+          {"reserve", {{"bytes", reserve},
+                       {"context_bytes", hardware.reserve_context_bytes},
+                       {"fragmentation_fraction", hardware.reserve_fragmentation_fraction},
+                       {"source", hardware.reserve_source}}},
           {"fraction", known ? nlohmann::json(peak / hardware.memory_bytes) : nlohmann::json(nullptr)},
           {"hardware", hardware.name},
           {"assumed", hardware.assumed}};
@@ -75,7 +85,7 @@ nlohmann::json memory_json(const ShapeReplayResult& result, const HardwareChoice
                         {"per_rank", ranks}};
   if (hardware.memory_bytes > 0) {  // older than `verdict`; kept for the scripts that read them
     out["device_memory_bytes"] = hardware.memory_bytes;
-    out["fits_device_memory"] = static_cast<double>(peak_bytes) <= hardware.memory_bytes;
+    out["fits_device_memory"] = static_cast<double>(peak_bytes) <= hardware.usable_bytes();
   }
   out["verdict"] = verdict_json(peak_bytes, hardware);
   return out;
@@ -191,6 +201,33 @@ nlohmann::json communication_json(const Trace& trace, const ShapeReplayResult& r
                    "reduce-scatters Ψ (the paper's 3Ψ = 1.5x), less what persistent or reused parameters save"}};
 }
 
+// Throughput of the last (steady-state) step: tokens per second over all ranks, and per GPU the
+// model's flops per second (forward and backward, recompute excluded) against the device's peak
+// (MFU), and with the recompute (HFU). Null where there is no step or no time.
+nlohmann::json throughput_json(const Trace& trace, const TrainConfig& config, const ShapeReplayResult& result,
+                               const HardwareChoice& hardware) {
+  const RankReplay& rank = result.ranks.at(0);
+  if (rank.step_end_s.empty() || rank.step_model_flops.empty()) return nullptr;
+  const double step_s = rank.step_end_s.back() - rank.step_start_s.back();
+  if (step_s <= 0.0) return nullptr;
+  const double tokens = static_cast<double>(trace.tokens) * static_cast<double>(config.gradient_accumulation_steps) *
+                        static_cast<double>(result.world);
+  const double model_flops = rank.step_model_flops.back(), recompute_flops = rank.step_recompute_flops.back();
+  const double peak = hardware.datasheet_peak_flops > 0 ? hardware.datasheet_peak_flops : hardware.profile.peak_flops;
+  return {{"tokens_per_step", tokens},
+          {"tokens_per_s", tokens / step_s},
+          {"model_flops_per_gpu_per_step", model_flops},
+          {"recompute_flops_per_gpu_per_step", recompute_flops},
+          {"model_tflops_per_gpu", model_flops / step_s / 1e12},
+          {"mfu", peak > 0.0 ? nlohmann::json(model_flops / step_s / peak) : nlohmann::json(nullptr)},
+          {"hfu", peak > 0.0 ? nlohmann::json((model_flops + recompute_flops) / step_s / peak) : nlohmann::json(nullptr)},
+          {"peak_flops", peak},
+          {"note", "model flops: forward and backward (twice the forward) of what replay charges, 2 x tokens x each "
+                   "matmul weight's elements plus attention's scores as the trace records them (about 6N + 12 L h s "
+                   "per token), a checkpointed module's recompute left out; HFU counts the recompute too; both "
+                   "over the device's peak, so they carry the profile's flops_efficiency as a ceiling"}};
+}
+
 nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& hardware) {
   const RankReplay& rank = result.ranks.at(0);
   nlohmann::json steps = nlohmann::json::array();
@@ -304,6 +341,7 @@ nlohmann::json replay_report(const Trace& trace, const TrainConfig& config, cons
                            {"model_states", model_states_json(trace, config, hardware, result, model)},
                            {"communication", communication_json(trace, result)},
                            {"time", time_json(result, hardware)},
+                           {"throughput", throughput_json(trace, config, result, hardware)},
                            {"checks", checks_json(trace, config, result, result.ranks.at(0).counters.trace_invalidations)}};
   const EngineCounters& counters = result.ranks.at(0).counters;
   report["engine_counters"] = {{"gathers", counters.gathers}, {"reduce_scatters", counters.reduce_scatters},

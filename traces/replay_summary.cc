@@ -125,10 +125,20 @@ std::string verdict_line(const nlohmann::json& report) {
       verdict.at("assumed").get<bool>() ? " (assumed: pass --hardware h100|h200|a100|FILE)" : "";
   if (verdict.at("fits").is_null()) return "fit unknown: " + hardware + " has no memory size" + assumed + "\n";
   const long percent = std::lround(verdict.at("fraction").get<double>() * 100.0);
-  return std::string(verdict.at("fits").get<bool>() ? "fits: " : "does NOT fit: ") +
-         short_bytes(verdict.at("peak_bytes").get<double>()) + " of " +
+  const bool fits = verdict.at("fits").get<bool>();
+  const double margin = verdict.value("margin_bytes", 0.0);
+  const nlohmann::json& reserve = verdict.value("reserve", nlohmann::json::object());
+  std::string reserve_text;
+  if (reserve.value("bytes", 0.0) > 0.0) {
+    reserve_text = " after a " + short_bytes(reserve.at("bytes").get<double>()) + " reserve (CUDA context " +
+                   short_bytes(reserve.at("context_bytes").get<double>()) + ", allocator fragmentation " +
+                   format("%.0f", 100.0 * reserve.at("fragmentation_fraction").get<double>()) + " % of the device)";
+  }
+  const std::string margin_text =
+      verdict.contains("margin_bytes") ? "; " + short_bytes(std::fabs(margin)) + (fits ? " to spare" : " over") : "";
+  return std::string(fits ? "fits: " : "does NOT fit: ") + short_bytes(verdict.at("peak_bytes").get<double>()) + " of " +
          short_bytes(verdict.at("capacity_bytes").get<double>(), /*whole=*/true) + " (" + std::to_string(percent) +
-         " %) on " + hardware + assumed + "\n";
+         " %) on " + hardware + assumed + margin_text + reserve_text + "\n";
 }
 
 // Ranks whose peaks are identical (SPMD parts of a divergent trace) share one line.
@@ -182,6 +192,16 @@ std::string communication_and_time_lines(const nlohmann::json& report) {
                 : std::string()) + ") on " +
            hardware.at("name").get<std::string>() + " over " + hardware.at("link").get<std::string>() +
            (groups_in_a_node ? " (groups inside a node over nvlink)" : "") + "\n";
+  }
+  const nlohmann::json& throughput = report.value("throughput", nlohmann::json());
+  if (throughput.is_object()) {
+    out += format("throughput: %.0f tokens/s over %.0f ranks; %.1f TFLOP/s per GPU", throughput.at("tokens_per_s").get<double>(),
+                  report.at("world").get<double>(), throughput.at("model_tflops_per_gpu").get<double>());
+    if (!throughput.at("mfu").is_null()) {
+      out += format(", MFU %.1f %%, HFU %.1f %%", 100.0 * throughput.at("mfu").get<double>(),
+                    100.0 * throughput.at("hfu").get<double>());
+    }
+    out += " (model flops: 6N + attention per token, recompute only in HFU)\n";
   }
   return out;
 }

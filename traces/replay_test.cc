@@ -147,13 +147,22 @@ TEST(Replay, TransientPeaksRideOnWhatIsHeldAndACheckpointedModuleKeepsItsInputs)
   EXPECT_EQ(peak(replay_trace(trace_from(kTransientTrace), options), MemoryCategory::activation), base + 840);
   // b checkpointed: after b's forward 100 + b's 20 inputs = 120 held instead of 300, so the loss's
   // backward transient peaks at 120 + 40 + 500 = 660 (180 lower: b's 200 kept less its 20 inputs);
-  // the recompute holds b's 200 again (100 + 40 + 200 = 340) and b's backward transient 440 stays below.
+  // the recompute holds b's 200 again beside its inputs (100 + 20 + 40 + 200 = 360) and b's
+  // backward transient 460 stays below.
   options.config.checkpoint_modules = {"b"};
   EXPECT_EQ(peak(replay_trace(trace_from(kTransientTrace), options), MemoryCategory::activation), base + 660);
   // A large backward transient in the recomputed module sets the peak after its recompute.
   json = nlohmann::json::parse(kTransientTrace);
   json["steps"][0]["events"][2][4]["backward_transient"] = 1000;
-  EXPECT_EQ(peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation), base + 340 + 1000);
+  EXPECT_EQ(peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation), base + 360 + 1000);
+  // What autograd frees as backward begins (the loss's log-probabilities) is not held through it:
+  // with 30 of the loss's 40 released early and b's backward transient at 600, b's backward peaks
+  // at 100 + 20 + 10 + 200 + 600 = 930 instead of 960.
+  json["steps"][0]["events"][2][4]["backward_transient"] = 600;
+  const int64_t held_through = peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation);
+  json["steps"][0]["events"][4][2]["released_at_backward_begin"] = 30;
+  EXPECT_EQ(held_through, base + 960);
+  EXPECT_EQ(peak(replay_trace(read_trace(json, "t.json"), options), MemoryCategory::activation), base + 930);
 }
 
 TEST(Replay, AStepThatLeavesTheRecordedOrderInvalidatesThePrefetchTraceAndSaysWhere) {
@@ -264,7 +273,8 @@ TEST(ReplaySummary, SaysAfterThePeakWhetherItFitsTheDeviceItWasJudgedOn) {
   ASSERT_GT(peak, 0);
   const nlohmann::json roomy = replay_report(trace, bf16_options(8).config, test_hardware(2.0 * peak, 8), result);
   const std::string fits = replay_summary(roomy);
-  EXPECT_NE(line_starting(fits, "fits: ").find(" (50 %) on Test GPU\n"), std::string::npos) << fits;
+  EXPECT_NE(line_starting(fits, "fits: ").find(" (50 %) on Test GPU; "), std::string::npos) << fits;
+  EXPECT_TRUE(line_starting(fits, "fits: ").ends_with(" to spare\n")) << fits;
   EXPECT_EQ(line_starting(fits, "does NOT fit: "), "") << fits;
   EXPECT_LT(fits.find("\npeak "), fits.find("\nfits: ")) << "the verdict follows the peak lines";
   EXPECT_EQ(fits.find("assumed"), std::string::npos) << fits;
@@ -279,7 +289,8 @@ TEST(ReplaySummary, SaysAfterThePeakWhetherItFitsTheDeviceItWasJudgedOn) {
 
   const nlohmann::json tight = replay_report(trace, bf16_options(8).config, test_hardware(peak / 2.0, 8), result);
   const std::string does_not = replay_summary(tight);
-  EXPECT_NE(line_starting(does_not, "does NOT fit: ").find(" (200 %) on Test GPU\n"), std::string::npos) << does_not;
+  EXPECT_NE(line_starting(does_not, "does NOT fit: ").find(" (200 %) on Test GPU; "), std::string::npos) << does_not;
+  EXPECT_TRUE(line_starting(does_not, "does NOT fit: ").ends_with(" over\n")) << does_not;
   EXPECT_EQ(line_starting(does_not, "fits: "), "") << does_not;
   EXPECT_EQ(tight["memory"]["verdict"]["fits"], false);
   EXPECT_EQ(tight["memory"]["fits_device_memory"], false);
@@ -305,6 +316,58 @@ TEST(ReplaySummary, TheVerdictGivesThePeakAndCapacityInDecimalGigabytesAndAWhole
   EXPECT_EQ(line_starting(replay_summary(report), "fits: "), "fits: 250.0 MB of 141 GB (0 %) on H100 SXM5 80GB\n");
 }
 
+// The verdict judges the peak against the device less a named reserve (the CUDA context and the
+// caching allocator's fragmentation, each with its source in the profile), and says by how much it
+// fits or misses.
+TEST(ReplaySummary, TheVerdictSubtractsTheReserveAndSaysByHowMuch) {
+  const Trace trace = shipped("gpt2-124m");
+  const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
+  const int64_t peak = result.ranks.at(0).peak_total.bytes;
+  // A device 10 % larger than the peak: without a reserve it fits, with 5 % + a context of 10 %
+  // of the peak (15.5 % of the device) it does not.
+  HardwareChoice hardware = test_hardware(1.1 * peak, 8);
+  EXPECT_EQ(replay_report(trace, bf16_options(8).config, hardware, result)["memory"]["verdict"]["fits"], true);
+  hardware.reserve_context_bytes = 0.1 * peak;
+  hardware.reserve_fragmentation_fraction = 0.05;
+  hardware.reserve_source = "this test";
+  const nlohmann::json report = replay_report(trace, bf16_options(8).config, hardware, result);
+  const nlohmann::json& verdict = report["memory"]["verdict"];
+  EXPECT_EQ(verdict["fits"], false);
+  EXPECT_NEAR(verdict["usable_bytes"].get<double>(), 1.1 * peak - 0.1 * peak - 0.05 * 1.1 * peak, 1.0);
+  EXPECT_NEAR(verdict["margin_bytes"].get<double>(), -0.055 * peak, 1.0);
+  EXPECT_EQ(verdict["reserve"]["source"], "this test");
+  const std::string line = line_starting(replay_summary(report), "does NOT fit: ");
+  EXPECT_NE(line.find(" over after a "), std::string::npos) << line;
+  EXPECT_NE(line.find("allocator fragmentation 5 % of the device"), std::string::npos) << line;
+  // The shipped profiles carry a reserve with its source.
+  const HardwareChoice h100 = load_hardware("h100", 8);
+  EXPECT_GT(h100.reserve_context_bytes, 0.0);
+  EXPECT_GT(h100.reserve_fragmentation_fraction, 0.0);
+  EXPECT_NE(h100.reserve_source.find("discuss.pytorch.org"), std::string::npos);
+}
+
+// Throughput: tokens per second over the ranks, and model flops per GPU against the datasheet peak
+// (MFU); with checkpointing the recompute counts toward HFU only.
+TEST(ReplayReport, ThroughputCountsModelFlopsAgainstThePeakAndTheRecomputeOnlyInHfu) {
+  const Trace trace = shipped("gpt2-124m");
+  ReplayOptions options = bf16_options(8);
+  const HardwareChoice hardware = test_hardware(80e9, 8);
+  options.hardware = hardware.profile;
+  const nlohmann::json plain = replay_report(trace, options.config, hardware, replay_trace(trace, options));
+  const nlohmann::json& throughput = plain["throughput"];
+  const double step_s = plain["time"]["predicted_step_s"].get<double>();
+  EXPECT_NEAR(throughput["tokens_per_s"].get<double>(), 8.0 * static_cast<double>(trace.tokens) / step_s, 1e-6);
+  // Forward and backward of 2 x tokens x every matmul weight at least: 6N per token, N without embeddings.
+  const double at_least = 6.0 * static_cast<double>(trace.tokens) * (124.44e6 - 38.6e6 - 0.8e6);
+  EXPECT_GT(throughput["model_flops_per_gpu_per_step"].get<double>(), at_least);
+  EXPECT_NEAR(throughput["mfu"].get<double>(), throughput["model_flops_per_gpu_per_step"].get<double>() / step_s / 1e15, 1e-9);
+  EXPECT_EQ(throughput["mfu"], throughput["hfu"]);
+  options.config.checkpoint_modules = {"Block"};
+  const nlohmann::json checkpointed = replay_report(trace, options.config, hardware, replay_trace(trace, options));
+  EXPECT_EQ(checkpointed["throughput"]["model_flops_per_gpu_per_step"], throughput["model_flops_per_gpu_per_step"]);
+  EXPECT_GT(checkpointed["throughput"]["hfu"].get<double>(), checkpointed["throughput"]["mfu"].get<double>());
+}
+
 TEST(ReplaySummary, AnAssumedDeviceSaysHowToChooseOne) {
   const Trace trace = shipped("gpt2-124m");
   const ShapeReplayResult result = replay_trace(trace, bf16_options(8));
@@ -312,7 +375,7 @@ TEST(ReplaySummary, AnAssumedDeviceSaysHowToChooseOne) {
   hardware.assumed = true;
   const nlohmann::json report = replay_report(trace, bf16_options(8).config, hardware, result);
   const std::string line = line_starting(replay_summary(report), "fits: ");
-  EXPECT_TRUE(line.ends_with(" on Test GPU (assumed: pass --hardware h100|h200|a100|FILE)\n")) << line;
+  EXPECT_NE(line.find(" on Test GPU (assumed: pass --hardware h100|h200|a100|FILE); "), std::string::npos) << line;
   EXPECT_EQ(report["memory"]["verdict"]["assumed"], true);
   EXPECT_EQ(report["time"]["hardware"]["assumed"], true);
 }

@@ -92,6 +92,9 @@ uint64_t stream_hash(const EventStream& stream) {
       hash.add_u64(static_cast<uint64_t>(event.activation_quadratic_bytes));
       hash.add_u64(static_cast<uint64_t>(event.output_bytes));
       hash.add_u64(static_cast<uint64_t>(event.input_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.input_quadratic_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.released_at_backward_begin_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.released_at_backward_begin_quadratic_bytes));
       hash.add_u64(static_cast<uint64_t>(event.forward_transient_bytes));
       hash.add_u64(static_cast<uint64_t>(event.forward_transient_quadratic_bytes));
       hash.add_u64(static_cast<uint64_t>(event.backward_transient_bytes));
@@ -149,7 +152,9 @@ nlohmann::json amount(double total, double quadratic) {
 nlohmann::json event_options(const TraceEvent& event) {
   nlohmann::json options = nlohmann::json::object();
   if (event.output_bytes > 0) options["output_bytes"] = event.output_bytes;
-  if (event.input_bytes > 0) options["input_bytes"] = event.input_bytes;
+  if (event.input_bytes > 0) {
+    options["input_bytes"] = amount(static_cast<double>(event.input_bytes), static_cast<double>(event.input_quadratic_bytes));
+  }
   if (event.forward_transient_bytes > 0) {
     options["forward_transient"] = amount(static_cast<double>(event.forward_transient_bytes),
                                           static_cast<double>(event.forward_transient_quadratic_bytes));
@@ -157,6 +162,10 @@ nlohmann::json event_options(const TraceEvent& event) {
   if (event.backward_transient_bytes > 0) {
     options["backward_transient"] = amount(static_cast<double>(event.backward_transient_bytes),
                                            static_cast<double>(event.backward_transient_quadratic_bytes));
+  }
+  if (event.released_at_backward_begin_bytes > 0) {
+    options["released_at_backward_begin"] = amount(static_cast<double>(event.released_at_backward_begin_bytes),
+                                                   static_cast<double>(event.released_at_backward_begin_quadratic_bytes));
   }
   return options;
 }
@@ -245,6 +254,7 @@ nlohmann::json trace_to_json(const Trace& trace) {
     out["batch"] = trace.batch;
     out["seq_len"] = trace.seq_len;
   }
+  if (trace.hidden_size > 0) out["hidden_size"] = trace.hidden_size;
   if (trace.has_events() || !trace.params.empty()) {
     out["modules"] = nlohmann::json::array();
     for (const TraceModule& module : trace.modules) out["modules"].push_back({module.name, module.type});
@@ -286,6 +296,15 @@ nlohmann::json trace_to_json(const Trace& trace) {
     if (!trace.expected->event_log_hash.empty()) out["expected"]["event_log_hash"] = trace.expected->event_log_hash;
   }
   return out;
+}
+
+int64_t trace_hidden_size(const Trace& trace) {
+  if (trace.hidden_size > 0) return trace.hidden_size;
+  for (const TraceParam& param : trace.params) {
+    const std::string& type = trace.modules[static_cast<size_t>(param.owner)].type;
+    if (type.find("Embedding") != std::string::npos && param.shape.size() == 2) return param.shape[1];
+  }
+  return 0;
 }
 
 std::string trace_to_text(const Trace& trace) {

@@ -59,6 +59,7 @@ struct TraceEvent {
   // of a checkpointed module (a PyTorch recorder's traces); 0 when the trace does not say, and then
   // output_bytes stands in (zero3's own checkpointing).
   int64_t input_bytes = 0;
+  int64_t input_quadratic_bytes = 0;  // the part growing with batch x seq_len^2 (T5's position bias)
   // enter / call / backward: the transient peak of the module's own ops (the ops outside every
   // module for backward) above what is held when they start, in forward and in backward:
   // temporaries such as f32 upcasts, a softmax, a gated product; and the parts of them that grow
@@ -67,6 +68,11 @@ struct TraceEvent {
   int64_t forward_transient_quadratic_bytes = 0;
   int64_t backward_transient_bytes = 0;
   int64_t backward_transient_quadratic_bytes = 0;
+  // enter / call / backward: the part of the kept bytes autograd frees as soon as the module's (the
+  // loss's) backward begins, not when it ends: the loss's log-probabilities, a parent's own saved
+  // tensors that its first backward op consumes.
+  int64_t released_at_backward_begin_bytes = 0;
+  int64_t released_at_backward_begin_quadratic_bytes = 0;
   bool operator==(const TraceEvent&) const = default;
 };
 
@@ -132,6 +138,7 @@ struct Trace {
   int64_t tokens = 0;           // tokens per rank and micro-step, for flops derived from shapes
   int64_t batch = 0;            // sequences per rank and micro-step the amounts were recorded at (0: unknown)
   int64_t seq_len = 0;          // tokens per sequence (0: unknown); batch * seq_len == tokens
+  int64_t hidden_size = 0;      // the model's hidden size as its config says it (0: not said)
   std::vector<TraceModule> modules{};
   std::vector<TraceParam> params{};
   std::vector<TraceStep> steps{};
@@ -148,6 +155,11 @@ struct Trace {
   int divergent_ranks() const;
   int64_t parameter_elements() const;
 };
+
+// The model's hidden size: the trace's `hidden_size`, else the width of its first embedding (a
+// parameter [rows, width] of a module whose type names an Embedding); 0 when neither says. What
+// Hugging Face Trainer fills "auto" bucket sizes from (train_config.h).
+int64_t trace_hidden_size(const Trace& trace);
 
 // The step's events as rank `rank` runs them.
 std::vector<TraceEvent> events_for(const TraceStep& step, int rank);

@@ -15,7 +15,7 @@ namespace {
 
 const std::vector<std::string> kTopLevelKeys = {"zero3_trace", "source", "name", "dtype", "world", "tokens", "batch", "seq_len",
                                                 "notes", "modules", "params", "steps", "collectives",
-                                                "model_spec", "run", "expected", "recorder"};
+                                                "model_spec", "run", "expected", "recorder", "hidden_size"};
 const std::vector<std::string> kDtypes = {"f32", "bf16", "f16", "f64", "i8", "u8", "i32", "i64", "bool", "fp8"};
 constexpr int64_t kCountMax = int64_t{1} << 50;
 // Optimizer steps a trace may replay in all (the sum of its steps' repeat). Replay walks every one
@@ -49,24 +49,32 @@ void read_event_options(const JsonReader& options, TraceEvent& event) {
   const bool module_event = event.kind != EventKind::backward;
   if (!options.json().is_object()) {
     options.fail(module_event ? "an object of options {\"output_bytes\", \"input_bytes\", \"forward_transient\", "
-                                "\"backward_transient\"}"
-                              : "an object of options {\"forward_transient\", \"backward_transient\"}");
+                                "\"backward_transient\", \"released_at_backward_begin\"}"
+                              : "an object of options {\"forward_transient\", \"backward_transient\", "
+                                "\"released_at_backward_begin\"}");
   }
   if (module_event) {
-    options.expect_only_keys({"output_bytes", "input_bytes", "forward_transient", "backward_transient"});
+    options.expect_only_keys({"output_bytes", "input_bytes", "forward_transient", "backward_transient",
+                              "released_at_backward_begin"});
     if (options.has("output_bytes")) event.output_bytes = options.at("output_bytes").as_int(0, kCountMax);
-    if (options.has("input_bytes")) event.input_bytes = options.at("input_bytes").as_int(0, kCountMax);
   } else {
-    options.expect_only_keys({"forward_transient", "backward_transient"});
+    options.expect_only_keys({"forward_transient", "backward_transient", "released_at_backward_begin"});
   }
-  const auto transient = [&](const char* key, int64_t& total, int64_t& quadratic) {
+  const auto bytes_at = [&](const char* key, int64_t& total, int64_t& quadratic) {
     if (!options.has(key)) return;
     const Amount bytes = read_amount(options.at(key), static_cast<double>(kCountMax));
     total = static_cast<int64_t>(bytes.linear + bytes.quadratic);
     quadratic = static_cast<int64_t>(bytes.quadratic);
   };
-  transient("forward_transient", event.forward_transient_bytes, event.forward_transient_quadratic_bytes);
-  transient("backward_transient", event.backward_transient_bytes, event.backward_transient_quadratic_bytes);
+  if (module_event) bytes_at("input_bytes", event.input_bytes, event.input_quadratic_bytes);
+  bytes_at("forward_transient", event.forward_transient_bytes, event.forward_transient_quadratic_bytes);
+  bytes_at("backward_transient", event.backward_transient_bytes, event.backward_transient_quadratic_bytes);
+  bytes_at("released_at_backward_begin", event.released_at_backward_begin_bytes,
+           event.released_at_backward_begin_quadratic_bytes);
+  if (event.released_at_backward_begin_bytes > event.activation_bytes) {
+    options.at("released_at_backward_begin").fail("at most the event's kept bytes (ACTIVATION_BYTES, " +
+                                                  std::to_string(event.activation_bytes) + ")");
+  }
 }
 
 // "output_bytes" where it does not belong: on another kind of event, or in an amount's place. Said
@@ -295,6 +303,7 @@ Trace read_trace(const nlohmann::json& json, const std::string& source) {
   if (root.has("dtype")) trace.dtype = root.at("dtype").as_choice({"f32", "bf16"});
   if (root.has("world")) trace.world = static_cast<int>(root.at("world").as_int(1, 1 << 20));
   if (root.has("tokens")) trace.tokens = root.at("tokens").as_int(0, kCountMax);
+  if (root.has("hidden_size")) trace.hidden_size = root.at("hidden_size").as_int(1, kCountMax);
   read_run_shape(root, trace);
   if (root.has("recorder")) {
     const JsonReader recorder = root.at("recorder");

@@ -31,7 +31,8 @@ void scale_event(TraceEvent& event, const Growth& growth) {
   scale_bytes(event.activation_bytes, event.activation_quadratic_bytes, growth);
   // One value per token (a [tokens, width] output or input), however long the sequence.
   event.output_bytes = std::llround(static_cast<double>(event.output_bytes) * growth.tokens);
-  event.input_bytes = std::llround(static_cast<double>(event.input_bytes) * growth.tokens);
+  scale_bytes(event.input_bytes, event.input_quadratic_bytes, growth);
+  scale_bytes(event.released_at_backward_begin_bytes, event.released_at_backward_begin_quadratic_bytes, growth);
   scale_bytes(event.forward_transient_bytes, event.forward_transient_quadratic_bytes, growth);
   scale_bytes(event.backward_transient_bytes, event.backward_transient_quadratic_bytes, growth);
 }
