@@ -59,8 +59,12 @@ def cases(folder):
         "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto", "gradient_clipping": "auto",
         "bf16": {"enabled": "auto"}, "optimizer": {"type": "AdamW", "params": {"lr": "auto"}},
         "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "auto"}},
-        "zero_optimization": {"stage": 3, "stage3_param_persitence_threshold": 10,
+        "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+                              "stage3_param_persistence_threshold": "auto",
                               "offload_param": {"device": "cpu", "pin_memory": True}}})
+    typo = write(os.path.join(folder, "typo.json"), {"zero_optimization": {"stage3_prefetch_bucket_sise": 5}})
+    batch_mismatch = write(os.path.join(folder, "batch.json"), {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4,
+                                                              "gradient_accumulation_steps": 8})
     nvme = write(os.path.join(folder, "nvme.json"), {"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})
     no_bf16 = write(os.path.join(folder, "no_bf16.json"), {"train_micro_batch_size_per_gpu": 2,
                                                            "gradient_accumulation_steps": 8})
@@ -229,7 +233,7 @@ def cases(folder):
           "echo '{\"protocol\": 1, \"hello\": \"zero3-runner\"}'; echo gone >&2"], 4,
          ["the runner 'mine'", "gone"], []),
         ("fuzz --target-runner without --target is refused", ["fuzz", "--target-runner", "true"], 1,
-         ["--target-runner, --target-hsdp and --report need --target NAME"], []),
+         ["--target-runner, --target-hsdp, --report and --upstream need --target NAME"], []),
         ("bench step reports both ratios", ["bench", "step", "--steps", "2", "--rounds", "1", "--ranks", "2"], 0,
          ["ratio_zero3_over_ddp_exact", "ratio_zero3_over_ddp_bucketed"], []),
         ("bench step --help teaches both backends", ["bench", "step", "--help"], 0,
@@ -253,14 +257,18 @@ def cases(folder):
         ("replay of a missing trace names it", ["replay", missing], 1, [missing], []),
         ("replay without --hardware judges the peak on an H100 and says it was assumed",
          ["replay", os.path.join(models, "gpt2-124m.json"), "--ranks", "8"], 0,
-         ["\nfits: ", "on H100 SXM5 80GB (assumed: pass --hardware h100|h200|a100|FILE)\n"], []),
+         ["\nfits: ", "on H100 SXM5 80GB (assumed: pass --hardware h100|h200|a100|FILE); ", " to spare after a 5.0 GB "
+          "reserve", "\nlargest micro-batch that fits: ", "\nthroughput: ", " tokens/s over 8 ranks", "MFU "], []),
         ("replay says when the peak does NOT fit the chosen device",
          ["replay", os.path.join(models, "gpt3-175b.json"), "--ranks", "8", "--hardware", "h100"], 0,
-         ["\ndoes NOT fit: ", " of 80 GB (", "%) on H100 SXM5 80GB\n"], []),
+         ["\ndoes NOT fit: ", " of 80 GB (", "%) on H100 SXM5 80GB; ", " over after a 5.0 GB reserve",
+          "\nno micro-batch fits: not even 1 sequence per rank\n", "\nwould still not fit with:\n",
+          "--offload-optimizer cpu (offload optimizer): peak "], []),
         ("replay rescales activations to --micro-batch and says where each setting came from",
          ["replay", llama, "--ranks", "64", "--hardware", "h100", "--micro-batch", "8"], 0,
-         ["run: micro-batch 8 (--micro-batch) x seq_len 4096 (the trace's) = 32768 tokens", "activation 117.524 GB",
-          "does NOT fit: 120.4 GB of 80 GB"], []),
+         ["run: micro-batch 8 (--micro-batch) x seq_len 4096 (the trace's) = 32768 tokens", "activation 209.237 GB",
+          "does NOT fit: 212.1 GB of 80 GB", "\nlargest micro-batch that fits: 2 ",
+          "  --checkpoint-activations LlamaDecoderLayer (activation checkpointing): peak"], []),
         ("a config without a bf16 block keeps the trace's dtype, and its accumulation shows as micro-steps",
          ["replay", llama, "--ranks", "64", "--config", no_bf16], 0,
          ["micro-batch 2 (config train_micro_batch_size_per_gpu)", "8 micro-steps per step (config "
@@ -270,9 +278,18 @@ def cases(folder):
         ("Hugging Face's \"auto\" is accepted and printed as resolved; typos and DeepSpeed keys get advice",
          ["replay", llama, "--ranks", "8", "--config", hf_auto], 0,
          ["micro-batch 1 (\"auto\": the trace's)", "config \"auto\" resolved: train_micro_batch_size_per_gpu=1",
-          "bf16/enabled=true", "stage3_param_persitence_threshold is not a DeepSpeed key: did you mean "
-          "stage3_param_persistence_threshold?", "/zero_optimization/offload_param/pin_memory is a DeepSpeed key zero3 "
-          "does not use", "/scheduler is a DeepSpeed key zero3 does not use"], []),
+          "bf16/enabled=true", "zero_optimization/stage3_prefetch_bucket_size=15099494",
+          "zero_optimization/stage3_param_persistence_threshold=40960", "zero_optimization/reduce_bucket_size=16777216",
+          "zero3 does not use 2 DeepSpeed keys of this config", "/scheduler, /zero_optimization/offload_param/pin_memory"],
+         []),
+        ("a typo in zero_optimization is refused as DeepSpeed refuses it, with the key meant",
+         ["replay", llama, "--config", typo], 1,
+         [typo + ": at /zero_optimization/stage3_prefetch_bucket_sise: not a DeepSpeed key: did you mean "
+          "stage3_prefetch_bucket_size?", "DeepSpeed 0.19.8 refuses"], []),
+        ("train_batch_size against micro-batch x accumulation x world is checked as DeepSpeed asserts it",
+         ["replay", llama, "--ranks", "8", "--config", batch_mismatch], 1,
+         [batch_mismatch + " with the flags: at /train_batch_size: 64 is not train_micro_batch_size_per_gpu x "
+          "gradient_accumulation_steps x world size = 4 x 8 x 8 = 256"], []),
         ("train prints what \"auto\" became", ["train", "--backend", "ref", "--steps", "1", "--config", hf_auto], 0,
          ["\"auto\" in " + hf_auto + " resolved from flags and defaults: train_micro_batch_size_per_gpu=4"], []),
         ("a trace that does not say its batch is not rescaled silently",

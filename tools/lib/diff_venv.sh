@@ -77,3 +77,47 @@ zero3_install_diff_venv() {
   echo "$wanted" >"$stamp"
   rm -f "$log"
 }
+
+# Hugging Face transformers in the same venv, for the memory recorder and its oracle
+# (tools/record_memory_trace.py --hf, tools/memory_oracle.py): models built from their config
+# classes alone (no weights, no network) over the venv's torch 2.15, never over Debian's packages.
+# A second stamp: adding it never rebuilds the 5.4 GB venv, only installs these on top (and the venv
+# rebuilt by zero3_install_diff_venv loses this stamp with it). --no-deps with every package pinned,
+# so pip resolves nothing and touches nothing that is there: transformers 5.23.0 with the modules
+# it and huggingface_hub import to build GPT2 / Llama / Mixtral / T5 from a config (tested);
+# tokenizers, hf-xet, typer, click and anyio are left out (a tokenizer, hub downloads and the CLI
+# are not used; `pip check` names them).
+ZERO3_DIFF_HF_PINS=(transformers==5.23.0 huggingface-hub==2.4.0 safetensors==0.8.0 regex==2026.11.15
+                    pyyaml==6.0.3 httpx2==2.17.0 httpcore2==2.17.0 h11==0.16.0 idna==3.21 truststore==0.10.5)
+
+zero3_diff_hf_works() {
+  "$ZERO3_DIFF_VENV/bin/python" - <<'EOF2' 2>/dev/null
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
+model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
+    "llama", hidden_size=64, intermediate_size=128, num_attention_heads=4, num_hidden_layers=1, vocab_size=128))
+EOF2
+}
+
+zero3_install_diff_venv_transformers() {
+  zero3_install_diff_venv || return 1
+  local stamp="$ZERO3_DIFF_VENV/zero3-diff-hf.stamp"
+  local wanted log="$ZERO3_DIFF_VENV.hf.log"
+  wanted="${ZERO3_DIFF_HF_PINS[*]}"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    return 0
+  fi
+  if ! "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+         "${ZERO3_DIFF_HF_PINS[@]}" >"$log" 2>&1; then
+    tail -20 "$log" >&2
+    zero3_diff_log "installing transformers into the runners' venv ($ZERO3_DIFF_VENV) failed; full log: $log"
+    return 1
+  fi
+  if ! zero3_diff_hf_works; then
+    "$ZERO3_DIFF_VENV/bin/python" -c 'from transformers import AutoModelForCausalLM' >&2
+    zero3_diff_log "transformers was installed into $ZERO3_DIFF_VENV, but does not import or build a model"
+    return 1
+  fi
+  echo "$wanted" >"$stamp"
+  rm -f "$log"
+}
