@@ -29,7 +29,9 @@ iterations (the second has the optimizer states); per-rank peak by category.
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -233,9 +235,26 @@ def compare(trace, oracle_run, batch, seq_len, checkpoint):
     return {"model": model, "memtracker": measured, "error": (model - measured) / measured}
 
 
-def table(models=TABLE_MODELS, batches=(1, 4), seqs=(1024, 4096), log=print):
-    """Rows of replay-model vs MemTracker: each model recorded once (batch 1 at its recording length)
-    and rescaled to every micro-batch and sequence length."""
+def replay_activation_peak(zero3, trace, batch, seq_len, checkpoint, work):
+    """The activation peak `zero3 replay` predicts for the trace at one rank (its report's
+    memory.per_rank[0].categories.activation), rescaled to batch x seq_len."""
+    path, report = os.path.join(work, "trace.json"), os.path.join(work, "report.json")
+    with open(path, "w") as file:
+        json.dump(trace, file)
+    command = [zero3, "replay", path, "--ranks", "1", "--micro-batch", str(batch), "--seq-len", str(seq_len),
+               "--no-fit-advice", "--report", report] + (["--checkpoint-activations", ",".join(checkpoint)] if checkpoint else [])
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)}: exit {run.returncode}: {run.stderr[-1500:]}")
+    with open(report) as file:
+        return json.load(file)["memory"]["per_rank"][0]["categories"]["activation"]["bytes"]
+
+
+def table(models=TABLE_MODELS, batches=(1, 4), seqs=(1024, 4096), log=print, zero3=None):
+    """Rows of replay vs MemTracker: each model recorded once (batch 1 at its recording length)
+    and rescaled to every micro-batch and sequence length; with `zero3` (the binary) the replay
+    column is `zero3 replay`'s own activation peak, else the reference model's."""
+    work = tempfile.mkdtemp(prefix="zero3-memory-table-")
     rows = []
     for config, record_seq in models:
         kind, _ = memory_models.CONFIGS[config]
@@ -247,8 +266,12 @@ def table(models=TABLE_MODELS, batches=(1, 4), seqs=(1024, 4096), log=print):
         for batch, seq, checkpointed in shapes + TABLE_EXTRA.get(config, []):
             checkpoint = (layer,) if checkpointed else ()
             run = plain_oracle(config, batch, seq, checkpoint)
+            compared = compare(trace, run, batch, seq, checkpoint)
+            if zero3:
+                compared["model"] = replay_activation_peak(zero3, trace, batch, seq, checkpoint, work)
+                compared["error"] = (compared["model"] - compared["memtracker"]) / compared["memtracker"]
             row = dict(model_name=config, batch=batch, seq_len=seq, checkpoint=",".join(checkpoint) or "-",
-                       **compare(trace, run, batch, seq, checkpoint),
+                       **compared,
                        snapshots=run["activation_peak_snapshots"], per_op=run["act_temp_per_op"],
                        at_total_peak=run["at_total_peak"], total_peak=run["total_peak"], seconds=run["seconds"])
             rows.append(row)
@@ -282,10 +305,12 @@ def main(argv=None):
     parser.add_argument("--fsdp2", action="store_true", help="run FSDP2 under FSDPMemTracker instead")
     parser.add_argument("--world", type=int, default=8)
     parser.add_argument("--table", action="store_true", help="print the README table (minutes)")
+    parser.add_argument("--zero3", help="with --table: the zero3 binary, whose replay gives the replay column "
+                                        "(else the reference model of tools/activation_model.py)")
     args = parser.parse_args(argv)
     if args.table:
-        print(TABLE_HEADER)
-        rows = table(log=lambda line: print(line, flush=True))
+        print(TABLE_HEADER.replace("replay model", "zero3 replay" if args.zero3 else "replay model"))
+        rows = table(log=lambda line: print(line, flush=True), zero3=args.zero3)
         worst = max(abs(r["error"]) for r in rows)
         print(f"worst error {100 * worst:.1f} %")
         return 0

@@ -70,24 +70,6 @@ def kept_total(trace):
     return total
 
 
-def replay_activation_peak(zero3, trace, batch, seq_len, checkpoint, work):
-    """The activation peak `zero3 replay` predicts for the trace at one rank (its report's
-    memory.per_rank[0].categories.activation), rescaled to batch x seq_len."""
-    import json
-    import tempfile
-    path = os.path.join(work, "trace.json")
-    with open(path, "w") as file:
-        json.dump(trace, file)
-    report = os.path.join(work, "report.json")
-    command = [zero3, "replay", path, "--ranks", "1", "--micro-batch", str(batch), "--seq-len", str(seq_len),
-               "--report", report] + (["--checkpoint-activations", ",".join(checkpoint)] if checkpoint else [])
-    run = subprocess.run(command, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)}: exit {run.returncode}: {run.stderr[-1500:]}")
-    with open(report) as file:
-        return json.load(file)["memory"]["per_rank"][0]["categories"]["activation"]["bytes"]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--python", help="the venv's python (default: tools/lib/diff_venv.sh's)")
@@ -131,7 +113,7 @@ def main():
                 check(abs(error) <= TOLERANCE,
                       f"{where}: model {model / 1e6:.2f} MB vs MemTracker {measured / 1e6:.2f} MB ({100 * error:+.2f} %)")
                 if args.zero3:
-                    replayed = replay_activation_peak(args.zero3, trace, batch, seq_len, checkpoint, work)
+                    replayed = memory_oracle.replay_activation_peak(args.zero3, trace, batch, seq_len, checkpoint, work)
                     error = (replayed - measured) / measured
                     check(abs(error) <= TOLERANCE and abs(replayed - model) <= 1e-3 * model + 64,
                           f"{where}: zero3 replay {replayed / 1e6:.2f} MB vs MemTracker {measured / 1e6:.2f} MB "
@@ -152,7 +134,7 @@ def main():
             check(abs(error) <= TOLERANCE,
                   f"{where}: model {model / 1e6:.2f} MB vs MemTracker {measured / 1e6:.2f} MB ({100 * error:+.2f} %)")
             if args.zero3:
-                replayed = replay_activation_peak(args.zero3, trace, batch, seq_len, checkpoint, work)
+                replayed = memory_oracle.replay_activation_peak(args.zero3, trace, batch, seq_len, checkpoint, work)
                 error = (replayed - measured) / measured
                 check(abs(error) <= TOLERANCE and abs(replayed - model) <= 1e-3 * model + 64,
                       f"{where}: zero3 replay {replayed / 1e6:.2f} MB vs MemTracker {measured / 1e6:.2f} MB "
