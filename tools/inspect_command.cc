@@ -1,6 +1,9 @@
 // `zero3 inspect MODEL`: the parameter table of a built-in or JSON model.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <vector>
 
 #include "core/autograd/context.h"
 #include "core/base/errors.h"
@@ -32,6 +35,27 @@ void inspect_model(const std::string& name_or_path) {
   }
   std::printf("%zu parameters, %lld elements (each parameter counted once, tied ones included)\n",
               built.model->parameters().size(), static_cast<long long>(built.model->parameter_count()));
+  if (auto* gpt = dynamic_cast<GptModel*>(built.model.get())) {
+    const GptConfig& config = gpt->gpt().config();
+    std::printf("gpt: vocab %lld, context %lld, %lld layers, width %lld, %lld heads of %lld\n",
+                static_cast<long long>(config.vocab), static_cast<long long>(config.context),
+                static_cast<long long>(config.layers), static_cast<long long>(config.width),
+                static_cast<long long>(config.heads), static_cast<long long>(config.width / std::max<int64_t>(1, config.heads)));
+  }
+  // The names --checkpoint-activations and zero3_leaf_modules take: a module type, or a dotted name.
+  std::map<std::string, std::vector<std::string>> by_type;
+  std::vector<const Module*> modules = {&built.model->root()};
+  for (size_t i = 0; i < modules.size(); ++i) {
+    for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+    if (i > 0) by_type[modules[i]->type()].push_back(modules[i]->name());
+  }
+  std::printf("module types (--checkpoint-activations and zero3_leaf_modules take a type or a dotted name):\n");
+  for (const auto& [type, names] : by_type) {
+    std::string listed;
+    for (size_t i = 0; i < names.size() && i < 3; ++i) listed += (i ? ", " : "") + names[i];
+    if (names.size() > 3) listed += ", ... " + names.back();
+    std::printf("  %-20s x%-4zu %s\n", type.c_str(), names.size(), listed.c_str());
+  }
 }
 
 struct DataDump {

@@ -81,7 +81,7 @@ std::set<const Module*> select_modules(const Model& model, const std::vector<std
     std::string listed;
     for (const std::string& type : types) listed += (listed.empty() ? "" : ", ") + type;
     throw InputError(what + ": '" + name + "' is neither a module type nor a dotted module name of this model (its "
-                     "types: " + listed + "; `zero3 inspect --model M` lists the names)");
+                     "types: " + listed + "; `zero3 inspect MODEL` lists every module type with its names)");
   }
   return selected;
 }
