@@ -89,7 +89,7 @@ std::string model_state_lines(const nlohmann::json& report) {
            " CPU per node (" + std::to_string(estimator.at("gpus_per_node").get<int>()) + " GPUs x " +
            std::to_string(estimator.at("nodes").get<int>()) + " nodes)\n";
   }
-  if (states.contains("offload")) {
+  if (states.at("offload").at("optimizer") != "none") {
     // The two host figures differ by design, by a factor the reader should not have to derive.
     out += "  (the estimator's CPU figure with optimizer offload is 2x ours: DeepSpeed offloads the f32 gradient "
            "partition too, 16 bytes per element where zero3 keeps 12 on the host, and multiplies by its "
