@@ -1,6 +1,7 @@
 // The target campaign (target_fuzzer.h).
 #include "props/target_fuzzer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -110,11 +111,18 @@ class Campaign {
         return;
       }
     }
+    const double confirm_limit = confirm_timeout_s(judged.verdict, target_case.timeout_s);
+    if (!confirmed(target_case, judged.verdict, report_.cases)) {
+      std::filesystem::remove_all(judged.directory);
+      return;
+    }
     signature_ = judged.verdict.signature;
     shrinking_ = TargetFinding{};
     shrinking_.first_case = report_.cases;
     shrinking_.first_case_description = describe(target_case);
     shrinking_.first_message = judged.verdict.message;
+    shrinking_.confirm_timeout_s = confirm_limit;
+    generated_ = target_case;
     shrink_watch_ = Stopwatch();
     if (options_.on_found) {
       TargetFinding found = shrinking_;
@@ -135,19 +143,45 @@ class Campaign {
     shrinking_.shrunk = target_case;
   }
 
+  // Runs the case again on fresh ranks with the confirming limit: true when it fails with the same
+  // signature; otherwise the case is logged as flaky (`at_case` 0 for a shrunk case).
+  bool confirmed(const TargetCase& target_case, const TargetVerdict& first, int64_t at_case) {
+    const double limit = confirm_timeout_s(first, target_case.timeout_s);
+    if (options_.on_confirming) options_.on_confirming(first, limit);
+    Judged again = judge(target_case, {.timeout_s = limit, .fresh = true});
+    std::filesystem::remove_all(again.directory);
+    if (again.verdict.finding() && again.verdict.signature == first.signature) return true;
+    FlakyCase flaky{.description = describe(target_case), .first = first, .confirm = again.verdict,
+                    .confirm_timeout_s = limit, .at_case = at_case};
+    if (options_.on_flaky) options_.on_flaky(flaky);
+    report_.flaky.push_back(std::move(flaky));
+    return false;
+  }
+
   void finish_finding() {
+    // The smallest case must fail again alone, too: what a maintainer replays is this case. When it
+    // does not, the generated case (confirmed before shrinking) is the finding.
+    if (!confirmed(shrinking_.shrunk, shrinking_.verdict, 0)) {
+      shrinking_.shrunk_confirmed = false;
+      std::filesystem::remove_all(shrinking_.case_directory);
+      Judged original = judge(generated_, {.timeout_s = shrinking_.confirm_timeout_s, .fresh = true});
+      shrinking_.verdict = std::move(original.verdict);
+      shrinking_.answer = std::move(original.answer);
+      shrinking_.case_directory = original.directory;
+      shrinking_.shrunk = generated_;
+    }
     shrinking_.shrink_seconds = shrink_watch_.seconds();
     report_.findings.push_back(std::move(shrinking_));
     shrinking_ = TargetFinding{};
     signature_.clear();
   }
 
-  Judged judge(const TargetCase& target_case) {
+  Judged judge(const TargetCase& target_case, const RunRequest& run = {}) {
     const std::string directory =
         (std::filesystem::path(options_.work_dir) / ("case-" + std::to_string(++written_))).string();
     Judged judged;
     judged.directory = directory;
-    judged.verdict = judge_target_case(target_case, directory, ask_, options_.runner, &judged.answer);
+    judged.verdict = judge_target_case(target_case, directory, ask_, options_.runner, &judged.answer, run);
     return judged;
   }
 
@@ -166,6 +200,7 @@ class Campaign {
   TargetFuzzReport report_;
   std::string signature_;  // being shrunk; empty while searching
   TargetFinding shrinking_;
+  TargetCase generated_;  // the generated case of the finding being shrunk (confirmed)
   Stopwatch watch_;
   Stopwatch shrink_watch_;
   int64_t written_ = 0;
@@ -174,11 +209,18 @@ class Campaign {
 
 }  // namespace
 
+double confirm_timeout_s(const TargetVerdict& verdict, double case_timeout_s) {
+  if (verdict.kind == TargetVerdictKind::hang) return std::max(5.0 * case_timeout_s, 300.0);
+  return 2.0 * case_timeout_s;
+}
+
 TargetVerdict judge_target_case(const TargetCase& target_case, const std::string& directory, const AskRunner& ask,
-                                const std::string& runner, nlohmann::json* answer) {
+                                const std::string& runner, nlohmann::json* answer, const RunRequest& run) {
   std::filesystem::remove_all(directory);
   write_target_case(target_case, directory);
-  *answer = ask(std::filesystem::absolute(directory).string(), target_case.timeout_s);
+  RunRequest request = run;
+  if (request.timeout_s <= 0.0) request.timeout_s = target_case.timeout_s;
+  *answer = ask(std::filesystem::absolute(directory).string(), request);
   const std::string status = answer->is_object() ? answer->value("status", "") : "";
   // zero3's reference is needed only to judge the runner's reference on a finished run.
   const RunSummary zero3 = status == "ok" ? zero3_reference_run(target_case) : RunSummary{};

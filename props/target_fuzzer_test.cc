@@ -34,7 +34,7 @@ nlohmann::json side_of(const RunSummary& run, const std::string& path) {
 // Answers as a runner whose framework and reference both equal zero3's reference, except where
 // `mutate` changes the framework's side (or returns a whole other answer).
 AskRunner fake_runner(std::function<bool(const std::string& dir, nlohmann::json& answer)> mutate) {
-  return [mutate](const std::string& directory, double) {
+  return [mutate](const std::string& directory, const RunRequest&) {
     const TargetCase target_case = read_target_case(directory + "/case.json");
     const RunSummary reference = zero3_reference_run(target_case);
     nlohmann::json answer = {{"protocol", 1}, {"status", "ok"}, {"case", directory}, {"target", "fake"}};
@@ -150,8 +150,80 @@ TEST(TargetFuzzer, AReferenceThatDisagreesWithZero3sIsAFindingToo) {
   EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::reference_disagreement);
 }
 
+nlohmann::json crash_answer(const std::string& message) {
+  return {{"protocol", 1}, {"status", "crash"}, {"stuck", nlohmann::json::array()},
+          {"ranks", {{{"rank", 0}, {"state", "exception"}, {"exception_type", "builtins.RuntimeError"},
+                      {"message", message}, {"where", "coordinator.py:fetch_sub_module"}}}}};
+}
+
+TEST(TargetFuzzer, AHangThatAFreshLongerRunDoesNotRepeatIsFlakyNeverAFinding) {
+  // A busy machine: zero-sized cases "hang" at the case's limit on warm ranks, and finish when run
+  // again alone with the confirming limit.
+  std::vector<RunRequest> fresh_runs;
+  const AskRunner agree = fake_runner([](auto&, auto&) { return false; });
+  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) -> nlohmann::json {
+    if (run.fresh) fresh_runs.push_back(run);
+    if (run.fresh || !has_zero_sized_parameter(directory)) return agree(directory, run);
+    return {{"protocol", 1}, {"status", "hang"}, {"stuck", {1}},
+            {"ranks", {{{"rank", 0}, {"state", "ok"}},
+                       {{"rank", 1}, {"state", "stuck"}, {"waits_in", "distributed_c10d.py:2800 in all_reduce"}}}}};
+  };
+  const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 3, .work_dir = work_dir("flaky")}, ask);
+  EXPECT_TRUE(report.findings.empty()) << report.findings[0].verdict.message;
+  ASSERT_FALSE(report.flaky.empty()) << "seed 3 draws zero-sized parameters in 20 cases";
+  EXPECT_EQ(report.flaky.size(), fresh_runs.size()) << "every hang was run again alone";
+  EXPECT_EQ(report.flaky[0].first.kind, TargetVerdictKind::hang);
+  EXPECT_EQ(report.flaky[0].confirm.kind, TargetVerdictKind::agree);
+  EXPECT_NE(report.flaky[0].first.message.find("rank 1 waits in distributed_c10d.py:2800 in all_reduce"),
+            std::string::npos) << report.flaky[0].first.message;
+  for (const RunRequest& run : fresh_runs) EXPECT_GE(run.timeout_s, 300.0) << "a hang is confirmed with a longer limit";
+}
+
+TEST(TargetFuzzer, AFindingIsConfirmedAloneBeforeShrinkingAndItsShrunkCaseAgain) {
+  int64_t fresh_runs = 0;
+  const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    if (!has_zero_sized_parameter(directory)) return false;
+    answer = crash_answer("param status NOT_AVAILABLE");
+    return true;
+  });
+  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) {
+    fresh_runs += run.fresh ? 1 : 0;
+    return crash(directory, run);
+  };
+  const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 3, .work_dir = work_dir("confirmed")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  EXPECT_EQ(fresh_runs, 2) << "one confirming run of the generated case, one of the shrunk case";
+  EXPECT_TRUE(report.findings[0].shrunk_confirmed);
+  EXPECT_TRUE(report.flaky.empty());
+}
+
+TEST(TargetFuzzer, AShrunkCaseThatDoesNotFailAgainAloneGivesWayToTheGeneratedCase) {
+  // Fresh ranks fail only on the first case they are shown (the generated one): the shrunk case,
+  // which failed on warm ranks, does not fail alone, so the finding keeps the generated case.
+  std::string first_fresh_case;
+  const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    if (!has_zero_sized_parameter(directory)) return false;
+    answer = crash_answer("param status NOT_AVAILABLE");
+    return true;
+  });
+  const AskRunner agree = fake_runner([](auto&, auto&) { return false; });
+  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) {
+    if (!run.fresh) return crash(directory, run);
+    const std::string text = target_case_json(read_target_case(directory + "/case.json")).dump();
+    if (first_fresh_case.empty()) first_fresh_case = text;
+    return text == first_fresh_case ? crash(directory, run) : agree(directory, run);
+  };
+  const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 3, .work_dir = work_dir("unconfirmed")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  const TargetFinding& finding = report.findings[0];
+  EXPECT_FALSE(finding.shrunk_confirmed);
+  EXPECT_EQ(target_case_json(finding.shrunk).dump(), first_fresh_case) << "the generated case is the finding";
+  EXPECT_EQ(finding.verdict.kind, TargetVerdictKind::crash);
+  EXPECT_TRUE(std::filesystem::exists(finding.case_directory + "/case.json"));
+}
+
 TEST(TargetFuzzer, ABrokenRunnerEndsTheCampaignWithItsErrorNotAFinding) {
-  const AskRunner ask = [](const std::string&, double) -> nlohmann::json {
+  const AskRunner ask = [](const std::string&, const RunRequest&) -> nlohmann::json {
     return {{"protocol", 1}, {"status", "error"}, {"message", "cannot start ranks"}};
   };
   EXPECT_THROW(run_target_fuzz({.cases = 5, .seed = 7, .work_dir = work_dir("broken")}, ask), BackendError);

@@ -359,6 +359,13 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     if (status == "hang") {
       verdict.kind = TargetVerdictKind::hang;
       verdict.message = "ranks " + answer.at("stuck").dump() + " did not finish within the case's timeout";
+      // Where each stuck rank waits (the runner's faulthandler dump, PROTOCOL.md's `waits_in`).
+      for (const auto& rank : answer.value("ranks", nlohmann::json::array())) {
+        if (rank.value("state", "") == "stuck" && !rank.value("waits_in", "").empty()) {
+          verdict.message += "\nrank " + std::to_string(rank.value("rank", -1)) + " waits in " +
+                             rank.value("waits_in", "");
+        }
+      }
       verdict.signature = "hang";
       return verdict;
     }

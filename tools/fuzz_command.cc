@@ -12,8 +12,9 @@
 #include "props/fault_campaign.h"
 #include "props/fuzzer.h"
 #include "props/injection_table.h"
-#include "props/placeholder_rates.h"
 #include "props/injections.h"
+#include "props/placeholder_rates.h"
+#include "props/target_upstream.h"
 #include "tools/commands.h"
 #include "tools/fuzz_target_command.h"
 #include "tools/progress.h"
@@ -259,12 +260,19 @@ void add_fuzz_command(CLI::App& app) {
                       "fuzz an outside framework instead: torch (DDP, the control), deepspeed (ZeRO-3) or fsdp2, "
                       "through the repository's runner in the differential venv; or any name with --target-runner. "
                       "Each generated case is trained by the framework and by an unsharded reference; a crash, hang "
-                      "or silent divergence is shrunk and saved with a standalone repro script; exit 2 on a finding, "
-                      "4 when the runner is broken (tools/zero3py/runners/PROTOCOL.md)");
+                      "or silent divergence counts only when a second run of the case alone (fresh ranks, a longer "
+                      "limit) fails the same way, else it is logged as flaky; a finding is shrunk and saved with a "
+                      "standalone plain-PyTorch script (kept only when running it alone reproduces the finding), an "
+                      "ISSUE.md and its upstream status (traces/findings/upstream.json); exit 2 on a finding, 4 when "
+                      "the runner is broken (tools/zero3py/runners/PROTOCOL.md)");
   command->add_option("--target-runner", flags->target.runner_command,
                       "--target: the command that starts your own runner (speaking PROTOCOL.md), run by /bin/sh");
   command->add_option("--report", flags->target.report_path,
-                      "--target: write findings, versions, cases and cases per second as JSON to this file");
+                      "--target: write findings (with their scripts, issue texts and upstream status), flaky cases, "
+                      "versions, cases and cases per second as JSON to this file; with --replay, the replay's verdict");
+  command->add_option("--upstream", flags->target.upstream_path,
+                      "--target: the upstream table findings are matched against (default: the repository's "
+                      "traces/findings/upstream.json)");
   command->add_flag("--target-hsdp", flags->target.shard_groups,
                     "--target: also draw HSDP cases (zero.shard_group_size, blocks strictly inside W; needs "
                     "--max-ranks 4 or more): fsdp2 trains them on a 2-D mesh; deepspeed answers unsupported (0.19.8 "
@@ -287,10 +295,12 @@ void add_fuzz_command(CLI::App& app) {
       target.max_ranks = max_ranks_option->count() > 0 ? flags->options.max_ranks : 4;
       target.out_dir = flags->out_dir;
       target.replay_path = flags->replay_path;
+      if (target.upstream_path.empty()) target.upstream_path = default_upstream_table_path();
       return run_target_fuzz_command(target);
     }
-    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || flags->target.shard_groups) {
-      throw InputError("--target-runner, --target-hsdp and --report need --target NAME");
+    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || flags->target.shard_groups ||
+        !flags->target.upstream_path.empty()) {
+      throw InputError("--target-runner, --target-hsdp, --report and --upstream need --target NAME");
     }
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {

@@ -7,9 +7,14 @@
 #include <filesystem>
 #include <memory>
 
+#include <fstream>
+#include <sstream>
+
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "props/target_fuzzer.h"
+#include "props/target_upstream.h"
+#include "tools/finding_writeup.h"
 #include "tools/progress.h"
 #include "tools/runner_process.h"
 
@@ -19,8 +24,11 @@ namespace {
 
 constexpr double kHelloTimeoutS = 120.0;
 // A runner starts its rank processes on the first case of each world size (DeepSpeed's first case
-// also builds its comm op, ~90 s here): its own start timeout is 600 s, on top of the case's.
+// also builds its comm op, ~90 s here, and every pool trains a warm-up case): its own start
+// timeout is 600 s, before the case's clock starts.
 constexpr double kStartAllowanceS = 660.0;
+// A repro script runs alone as its Run: line says, DeepSpeed's import and W processes included.
+constexpr double kReproVerifyTimeoutS = 300.0;
 
 std::string diff_venv_python() {
   if (const char* venv = std::getenv("ZERO3_DIFF_VENV")) return std::string(venv) + "/bin/python";
@@ -67,8 +75,10 @@ std::unique_ptr<RunnerProcess> start_runner(const TargetCommandOptions& options,
 }
 
 AskRunner asker(RunnerProcess& process) {
-  return [&process](const std::string& directory, double timeout_s) {
-    return process.request({{"case", directory}, {"timeout_s", timeout_s}}, timeout_s + kStartAllowanceS);
+  return [&process](const std::string& directory, const RunRequest& run) {
+    nlohmann::json request = {{"case", directory}, {"timeout_s", run.timeout_s}};
+    if (run.fresh) request["fresh"] = true;
+    return process.request(request, run.timeout_s + kStartAllowanceS);
   };
 }
 
@@ -80,21 +90,44 @@ std::string versions_text(const nlohmann::json& versions) {
   return text;
 }
 
-// Asks the runner for a standalone script of the finding; "" when it cannot write one (a model its
-// inline builder lacks, a runner that does not speak that request), with the reason printed.
-std::string write_repro(RunnerProcess& process, const TargetFinding& finding, const std::string& path) {
+// The finding's standalone script, as the runner wrote and verified it (PROTOCOL.md, "Repro
+// scripts"): {"script": path or null, "verified", "lines", "why", "output_tail"}.
+nlohmann::json write_repro(RunnerProcess& process, const TargetFinding& finding, const std::string& path) {
   const nlohmann::json answer = process.request(
       {{"write_repro", {{"case", std::filesystem::absolute(finding.case_directory).string()},
                         {"answer", finding.answer},
-                        {"path", std::filesystem::absolute(path).string()}}}},
-      120.0);
-  if (answer.value("status", "") == "ok") return answer.value("repro_script", path);
-  std::printf("  no repro script: %s\n", answer.value("message", answer.dump().substr(0, 300)).c_str());
-  return "";
+                        {"signature", finding.verdict.signature},
+                        {"path", std::filesystem::absolute(path).string()},
+                        {"verify_timeout_s", kReproVerifyTimeoutS}}}},
+      kReproVerifyTimeoutS + 120.0);
+  const std::string status = answer.value("status", "");
+  const nlohmann::json verification = answer.value("verification", nlohmann::json::object());
+  nlohmann::json repro = {{"script", nullptr}, {"verified", false}, {"lines", nullptr},
+                          {"output_tail", verification.value("output_tail", "")},
+                          {"verify_seconds", verification.value("seconds", 0.0)}};
+  if (status == "ok") {
+    repro["script"] = answer.value("repro_script", path);
+    repro["verified"] = true;
+    repro["lines"] = answer.value("lines", 0);
+    repro["why"] = "";
+    return repro;
+  }
+  const std::string why = status == "unverified"
+                              ? "the script did not reproduce the finding when run alone: " + answer.value("message", "")
+                              : answer.value("message", answer.dump().substr(0, 300));
+  repro["why"] = why;
+  return repro;
 }
 
-nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& options, TargetFinding& finding,
-                            size_t index) {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& options, const UpstreamTable& upstream,
+                            TargetFinding& finding, size_t index) {
   const std::string name = options.target + "-" + std::to_string(index + 1) + "-" + target_verdict_name(finding.verdict.kind);
   const std::filesystem::path directory = std::filesystem::path(options.out_dir) / name;
   std::filesystem::remove_all(directory);
@@ -102,24 +135,55 @@ nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& 
   finding.case_directory = directory.string();
   write_file_atomically((directory / "answer.json").string(), finding.answer.dump(1) + "\n");
   const std::string case_file = (directory / "case.json").string();
+  const UpstreamRow* row = upstream.match(options.target, finding.verdict.signature, finding.shrunk);
   std::printf("\nfinding %zu: %s (%s)\n  %s\n", index + 1, target_verdict_name(finding.verdict.kind),
               finding.verdict.signature.c_str(), finding.verdict.message.substr(0, 1500).c_str());
-  std::printf("  first at case %lld (%s); %lld cases hit it\n", static_cast<long long>(finding.first_case),
-              finding.first_case_description.c_str(), static_cast<long long>(finding.hits));
-  std::printf("  shrunk to %s in %lld/%lld shrinks, %.0f s%s\n", describe(finding.shrunk).c_str(),
+  std::printf("  first at case %lld (%s); %lld cases hit it; confirmed alone (fresh ranks, %.0f s limit)\n",
+              static_cast<long long>(finding.first_case), finding.first_case_description.c_str(),
+              static_cast<long long>(finding.hits), finding.confirm_timeout_s);
+  std::printf("  shrunk to %s in %lld/%lld shrinks, %.0f s%s%s\n", describe(finding.shrunk).c_str(),
               static_cast<long long>(finding.shrinks_accepted), static_cast<long long>(finding.shrinks_tried),
-              finding.shrink_seconds, finding.shrink_budget_spent ? " (shrink budget spent: may shrink further)" : "");
-  const std::string repro = write_repro(process, finding, (directory / "repro.py").string());
+              finding.shrink_seconds, finding.shrink_budget_spent ? " (shrink budget spent: may shrink further)" : "",
+              finding.shrunk_confirmed ? "" : " (the shrunk case did not fail again alone: the generated case is kept)");
+  std::printf("  upstream: %s\n", upstream_status_line(row, upstream).c_str());
+  std::printf("  writing and verifying its standalone script...\n");
+  std::fflush(stdout);
+  const nlohmann::json repro = write_repro(process, finding, (directory / "repro.py").string());
+  const bool verified = repro.value("verified", false);
+  const std::string script = verified ? repro["script"].get<std::string>() : "";
+  FindingWriteup writeup{.target = options.target,
+                         .versions = versions_text(process.hello().value("versions", nlohmann::json::object())),
+                         .finding = &finding,
+                         .upstream = row,
+                         .table = &upstream,
+                         .script_path = script,
+                         .script_text = verified ? read_text(script) : "",
+                         .script_output = repro.value("output_tail", ""),
+                         .no_script_why = repro.value("why", "")};
+  const std::string issue = (directory / "ISSUE.md").string();
+  write_file_atomically(issue, issue_markdown(writeup));
   std::printf("  case: %s\n  replay: zero3 fuzz --target %s --replay %s\n", case_file.c_str(), options.target.c_str(),
               case_file.c_str());
-  if (!repro.empty()) std::printf("  standalone script (exit 1 when it reproduces): %s\n", repro.c_str());
+  if (verified) {
+    std::printf("  standalone script, verified alone (exit 1, %lld lines): %s\n",
+                static_cast<long long>(repro.value("lines", 0)), script.c_str());
+  } else {
+    std::printf("  no standalone script: %s\n", repro.value("why", "").c_str());
+  }
+  std::printf("  issue text: %s\n", issue.c_str());
   return {{"verdict", target_verdict_name(finding.verdict.kind)},
           {"signature", finding.verdict.signature},
           {"message", finding.verdict.message},
           {"case_file", case_file},
-          {"repro_script", repro.empty() ? nlohmann::json(nullptr) : nlohmann::json(repro)},
+          {"repro_script", verified ? nlohmann::json(script) : nlohmann::json(nullptr)},
+          {"repro", repro},
+          {"issue", issue},
+          {"upstream", upstream_status_json(row, upstream)},
+          {"model", model_sentence(finding.shrunk)},
           {"modules", case_size(finding.shrunk.run).layers},
           {"shrunk", describe(finding.shrunk)},
+          {"shrunk_confirmed", finding.shrunk_confirmed},
+          {"confirm_timeout_s", finding.confirm_timeout_s},
           {"first_case", finding.first_case},
           {"first_case_description", finding.first_case_description},
           {"first_message", finding.first_message},
@@ -128,16 +192,43 @@ nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& 
                        {"seconds", finding.shrink_seconds}, {"budget_spent", finding.shrink_budget_spent}}}};
 }
 
+nlohmann::json flaky_json(const FlakyCase& flaky) {
+  return {{"case", flaky.description},
+          {"at_case", flaky.at_case},
+          {"first", {{"verdict", target_verdict_name(flaky.first.kind)}, {"signature", flaky.first.signature},
+                     {"message", flaky.first.message}}},
+          {"confirm", {{"verdict", target_verdict_name(flaky.confirm.kind)}, {"signature", flaky.confirm.signature},
+                       {"message", flaky.confirm.message}}},
+          {"confirm_timeout_s", flaky.confirm_timeout_s}};
+}
+
 void run_replay(const TargetCommandOptions& options) {
   const TargetCase target_case = read_target_case(options.replay_path);
+  const UpstreamTable upstream = read_upstream_table(options.upstream_path);
   const Runner runner = runner_for(options);
   auto process = start_runner(options, runner);
   const std::string directory = (std::filesystem::path(options.out_dir) / "replay").string();
   nlohmann::json answer;
   const TargetVerdict verdict = judge_target_case(target_case, directory, asker(*process), options.target, &answer);
-  std::printf("replay %s on %s: %s\n", options.replay_path.c_str(), options.target.c_str(),
-              target_verdict_name(verdict.kind));
+  std::printf("replay %s on %s: %s%s\n", options.replay_path.c_str(), options.target.c_str(),
+              target_verdict_name(verdict.kind), verdict.signature.empty() ? "" : (" (" + verdict.signature + ")").c_str());
   if (!verdict.message.empty()) std::printf("%s\n", verdict.message.c_str());
+  const UpstreamRow* row = verdict.finding() ? upstream.match(options.target, verdict.signature, target_case) : nullptr;
+  if (verdict.finding()) std::printf("upstream: %s\n", upstream_status_line(row, upstream).c_str());
+  if (!options.report_path.empty()) {
+    const nlohmann::json json = {{"target", options.target},
+                                 {"runner", runner.command},
+                                 {"versions", process->hello().value("versions", nlohmann::json::object())},
+                                 {"replay", options.replay_path},
+                                 {"model", model_sentence(target_case)},
+                                 {"verdict", target_verdict_name(verdict.kind)},
+                                 {"signature", verdict.signature},
+                                 {"message", verdict.message},
+                                 {"seconds", answer.value("seconds", 0.0)},
+                                 {"upstream", verdict.finding() ? upstream_status_json(row, upstream) : nlohmann::json(nullptr)}};
+    write_file_atomically(options.report_path, json.dump(2) + "\n");
+    std::printf("report: %s\n", options.report_path.c_str());
+  }
   if (verdict.finding()) throw CorrectnessError("the finding in " + options.replay_path + " reproduces");
 }
 
@@ -153,6 +244,7 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
               options.runner_command.empty() ? "" : (" --target-runner " + quoted(options.runner_command)).c_str(),
               static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks,
               options.shard_groups ? " --target-hsdp" : "");
+  const UpstreamTable upstream = read_upstream_table(options.upstream_path);
   const Runner runner = runner_for(options);
   auto process = start_runner(options, runner);
   std::fflush(stdout);
@@ -179,8 +271,18 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
       std::fflush(stdout);
     }
   };
+  fuzz.on_confirming = [&](const TargetVerdict& verdict, double limit) {
+    std::printf("%s (%s): confirming alone on fresh ranks, %.0f s limit...\n", target_verdict_name(verdict.kind),
+                verdict.signature.c_str(), limit);
+    std::fflush(stdout);
+  };
+  fuzz.on_flaky = [&](const FlakyCase& flaky) {
+    std::printf("  flaky, not a finding: the confirming run gave %s%s\n", target_verdict_name(flaky.confirm.kind),
+                flaky.confirm.signature.empty() ? "" : (" (" + flaky.confirm.signature + ")").c_str());
+    std::fflush(stdout);
+  };
   fuzz.on_found = [&](const TargetFinding& found) {
-    std::printf("case %lld: %s: %s\n  shrinking...\n", static_cast<long long>(found.first_case),
+    std::printf("case %lld: %s: %s\n  confirmed; shrinking...\n", static_cast<long long>(found.first_case),
                 target_verdict_name(found.verdict.kind), found.verdict.message.substr(0, 300).c_str());
     std::fflush(stdout);
   };
@@ -188,15 +290,26 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
   progress.finish();
   nlohmann::json findings = nlohmann::json::array();
   for (size_t index = 0; index < report.findings.size(); ++index) {
-    findings.push_back(save_finding(*process, options, report.findings[index], index));
+    findings.push_back(save_finding(*process, options, upstream, report.findings[index], index));
   }
+  nlohmann::json flaky = nlohmann::json::array();
+  for (const FlakyCase& case_ : report.flaky) flaky.push_back(flaky_json(case_));
   std::filesystem::remove_all(fuzz.work_dir);  // the findings' directories were moved out of it
   const double rate = report.seconds > 0.0 ? static_cast<double>(report.cases) / report.seconds : 0.0;
   const nlohmann::json versions = process->hello().value("versions", nlohmann::json::object());
   std::printf("\ntotal: %lld cases (%lld the target cannot express) in %.1f s (%.2f cases/s, shrinking included), "
-              "%zu findings; %s\n",
+              "%zu findings, %zu flaky (failed once, not when run again alone); %s\n",
               static_cast<long long>(report.cases), static_cast<long long>(report.unsupported), report.seconds, rate,
-              report.findings.size(), versions_text(versions).c_str());
+              report.findings.size(), report.flaky.size(), versions_text(versions).c_str());
+  for (size_t index = 0; index < findings.size(); ++index) {
+    const nlohmann::json& finding = findings[index];
+    std::printf("  finding %zu: %s; script: %s; %s\n", index + 1, finding["signature"].get<std::string>().c_str(),
+                finding["repro"].value("verified", false) ? "verified" : "none",
+                upstream_status_line(upstream.match(options.target, report.findings[index].verdict.signature,
+                                                    report.findings[index].shrunk),
+                                     upstream)
+                    .c_str());
+  }
   if (!options.report_path.empty()) {
     const nlohmann::json json = {{"target", options.target},
                                  {"runner", runner.command},
@@ -208,7 +321,9 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                                  {"unsupported", report.unsupported},
                                  {"seconds", report.seconds},
                                  {"cases_per_second", rate},
-                                 {"findings", findings}};
+                                 {"upstream_table", upstream.path},
+                                 {"findings", findings},
+                                 {"flaky", flaky}};
     write_file_atomically(options.report_path, json.dump(2) + "\n");
     std::printf("report: %s\n", options.report_path.c_str());
   }

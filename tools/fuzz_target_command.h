@@ -17,6 +17,7 @@ struct TargetCommandOptions {
   std::string replay_path;  // a finding's case.json
   double shrink_budget_s = 300.0;
   bool shard_groups = false;  // --target-hsdp
+  std::string upstream_path;  // --upstream; empty: the repository's traces/findings/upstream.json
 };
 
 // Exit 2 (CorrectnessError) when there is a finding, 4 (BackendError) when the runner is broken.
