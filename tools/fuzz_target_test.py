@@ -2,12 +2,16 @@
 """`zero3 fuzz --target` end to end, on a small budget (issue 29's CI run, never skipped):
 
   * the torch control (DDP): a seeded campaign ends with exit 0 and no finding;
-  * DeepSpeed ZeRO-3: a seeded campaign ends with exit 2; every finding is saved with a case file
-    that `--replay` reproduces (exit 2) and, where the runner could write one, a standalone script
-    that exits 1; its report names the versions and the cases per second;
+  * DeepSpeed ZeRO-3: a seeded campaign ends with exit 2; every finding was confirmed by a second
+    run alone and is saved with a case file that `--replay` reproduces (exit 2, and its --report
+    gives the same signature), an ISSUE.md, its upstream status from traces/findings/upstream.json
+    (never "not looked up"), and either a standalone script that was verified alone and exits 1
+    again here, in at most 60 lines, or the reason it has none; its report names the versions, the
+    cases per second and the flaky cases;
   * the saved findings in traces/findings/ (issue 29's seed bugs as the fuzz found and shrank them)
-    still reproduce against the pinned DeepSpeed, each with its signature: the NOT_AVAILABLE
-    assertion on a zero-sized parameter, and the silent divergence through a cached reference;
+    still reproduce against the pinned DeepSpeed, each with its verdict signature and a row of the
+    upstream table: the NOT_AVAILABLE assertion on a zero-sized parameter, the empty cat, the
+    KeyError in _get_norm_groups, and the silent divergence through a cached reference;
   * with DeepSpeed's fetch gate patched as PR #8375 proposes (a copy, through --target-runner),
     the NOT_AVAILABLE finding no longer appears.
 
@@ -59,20 +63,37 @@ def check_deepspeed_campaign(binary, python, work):
     print(f"  deepspeed campaign: {report['cases']} cases, {len(report['findings'])} findings, "
           f"{report['cases_per_second']:.2f} cases/s, versions {report['versions']}")
     failures = []
-    if report["versions"].get("deepspeed") is None or report["python"] is None:
-        failures.append(f"the report lacks the versions or the interpreter: {report}")
+    if report["versions"].get("deepspeed") is None or report["python"] is None or "flaky" not in report:
+        failures.append(f"the report lacks the versions, the interpreter or the flaky cases: {report}")
     for finding in report["findings"]:
+        repro = finding["repro"]
         print(f"    {finding['verdict']:18s} {finding['signature'][:60]:60s} {finding['modules']} modules, "
-              f"script {'yes' if finding['repro_script'] else 'no'}")
+              f"script {'verified, %s lines' % repro['lines'] if repro['verified'] else 'none: ' + repro['why'][:80]}, "
+              f"upstream {finding['upstream']['status']}")
+        replay_report = os.path.join(work, "replay.json")
         code, output = zero3(binary, "fuzz", "--target", "deepspeed", "--replay", finding["case_file"],
-                             "--out", os.path.join(work, "replay"))
-        if code != 2:
-            failures.append(f"{finding['case_file']} does not replay (exit {code}):\n{output[-1500:]}")
-        if finding["repro_script"]:
-            run = subprocess.run([python, finding["repro_script"]], capture_output=True, text=True, timeout=300,
-                                 cwd=work, env=dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=""))
-            if run.returncode != 1:
-                failures.append(f"{finding['repro_script']} exits {run.returncode}, not 1:\n{run.stdout[-800:]}{run.stderr[-800:]}")
+                             "--out", os.path.join(work, "replay"), "--report", replay_report)
+        replayed = json.load(open(replay_report)) if os.path.exists(replay_report) else {}
+        if code != 2 or replayed.get("signature") != finding["signature"]:
+            failures.append(f"{finding['case_file']} does not replay (exit {code}, signature "
+                            f"{replayed.get('signature')!r}):\n{output[-1500:]}")
+        if finding["upstream"]["status"] not in ("known", "unknown"):
+            failures.append(f"{finding['signature']}: no row of traces/findings/upstream.json matches it")
+        issue = open(finding["issue"]).read() if os.path.exists(finding["issue"]) else ""
+        if not all(part in issue for part in ("- **Versions:**", "- **Upstream:**", "## Observed", "## Reproduce")):
+            failures.append(f"{finding['issue']} is missing or lacks its parts:\n{issue[:800]}")
+        if repro["verified"]:
+            script = finding["repro_script"]
+            lines = len(open(script).read().splitlines())
+            run_line = next(line for line in open(script) if line.startswith("Run: "))
+            command = run_line[len("Run: "):].split("  #")[0].strip()
+            run = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=300,
+                                 cwd=os.path.dirname(script))
+            if run.returncode != 1 or "reproduced:" not in run.stdout or lines > 60:
+                failures.append(f"{script} ({lines} lines) run as its Run: line says exits {run.returncode}, "
+                                f"not 1:\n{run.stdout[-800:]}{run.stderr[-800:]}")
+        elif not repro["why"]:
+            failures.append(f"{finding['signature']}: no script and no reason")
     return failures
 
 
@@ -86,12 +107,19 @@ def saved_findings():
 def check_saved_findings(binary, work):
     failures = []
     for path, saved in saved_findings():
-        code, output = zero3(binary, "fuzz", "--target", "deepspeed", "--replay", path, "--out",
-                             os.path.join(work, "saved"))
-        print(f"  {os.path.basename(path)}: exit {code}")
-        if code != 2 or saved["signature"] not in output:
-            failures.append(f"{path} no longer reproduces (exit {code}, expected 2 and {saved['signature']!r}):\n"
+        if "case" not in saved:
+            continue  # upstream.json
+        report = os.path.join(work, "saved.json")
+        code, output = zero3(binary, "fuzz", "--target", saved["target"], "--replay", path, "--out",
+                             os.path.join(work, "saved"), "--report", report)
+        replayed = json.load(open(report)) if os.path.exists(report) else {}
+        print(f"  {os.path.basename(path)}: exit {code}, {replayed.get('signature')}, upstream "
+              f"{(replayed.get('upstream') or {}).get('status')}")
+        if code != 2 or replayed.get("signature") != saved["verdict_signature"]:
+            failures.append(f"{path} no longer reproduces (exit {code}, expected 2 and {saved['verdict_signature']!r}):\n"
                             f"{output[-2000:]}")
+        elif (replayed.get("upstream") or {}).get("status") not in ("known", "unknown"):
+            failures.append(f"{path}: no row of traces/findings/upstream.json matches it")
     return failures
 
 

@@ -9,9 +9,13 @@ protocol, each runner a long-lived `python -m zero3py.runners --target T`:
     with the NOT_AVAILABLE assertion at world 2; (b) a frozen parameter read through a reference
     cached before sharding trains silently on a wrong loss, and the same parameter trainable
     crashes ('Cannot reduce scatter gradients ...'); each finding's standalone script, asked of
-    the live runner (a write_repro request), exits 1; the script of a healthy case of every layer
-    type it builds inline (gas 2, cross_entropy) builds the runner's model and exits 0; the torch
-    runner answers write_repro unsupported (the script trains under DeepSpeed only);
+    the live runner (a write_repro request with the finding's signature, PROTOCOL.md "Repro
+    scripts"), is written, verified by the runner (it ran alone and exited 1) and kept, at most 60
+    lines, and exits 1 again run here; the scripts of healthy cases (every layer type of the
+    sequential kind, gas 2, cross_entropy; raw reads as external parameters and an MoE leaf)
+    build the runner's model and exit 0, so the runner answers them unverified and removes them;
+    a malformed request is an error and a reference_disagreement gets no script (unsupported);
+    the torch runner writes and verifies scripts too (its control case's exits 0: unverified);
   * a copy of DeepSpeed with only its fetch gate patched as PR #8375 proposes (never the installed
     package) no longer fails (a)'s assertion; the zero-sized parameter then reaches the coalesced
     gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later;
@@ -74,9 +78,13 @@ class Runner:
     def ask(self, case_dir, timeout_s=None):
         return self.send({"id": case_dir, "case": case_dir, **({"timeout_s": timeout_s} if timeout_s else {})})
 
-    def write_repro(self, case_dir, answer, path):
-        """The runner's standalone script for the finding `answer` (its answer to case_dir)."""
-        return self.send({"id": path, "write_repro": {"case": case_dir, "answer": answer, "path": path}})
+    def write_repro(self, case_dir, answer, path, signature, verify_timeout_s=None):
+        """The runner's standalone script for the finding `answer` (its answer to case_dir), judged
+        `signature` by the harness: written, run alone, kept only when it reproduces."""
+        ask = {"case": case_dir, "answer": answer, "signature": signature, "path": path}
+        if verify_timeout_s:
+            ask["verify_timeout_s"] = verify_timeout_s
+        return self.send({"id": path, "write_repro": ask})
 
     def close(self):
         self.process.stdin.close()

@@ -61,35 +61,40 @@ def versions_line(found):
 
 
 def is_repro_request(request):
-    """A write_repro request as PROTOCOL.md's "Repro scripts" has it: case, answer, path, optional tolerance."""
+    """A write_repro request as PROTOCOL.md's "Repro scripts" has it: case, answer, path, the
+    harness's verdict signature, optional verify_timeout_s."""
     ask = request.get("write_repro")
-    tolerance = ask.get("divergence_tolerance", 1e-4) if isinstance(ask, dict) else None
+    timeout = ask.get("verify_timeout_s", 300) if isinstance(ask, dict) else None
     return (isinstance(ask, dict) and isinstance(ask.get("case"), str) and isinstance(ask.get("answer"), dict)
-            and isinstance(ask.get("path"), str) and isinstance(tolerance, (int, float))
-            and not isinstance(tolerance, bool) and tolerance > 0)
+            and isinstance(ask.get("path"), str) and isinstance(ask.get("signature"), str)
+            and isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0)
 
 
 def answer_repro(target, request, found):
-    """A write_repro request -> its answer: the script written, or why not (PROTOCOL.md, "Repro scripts")."""
-    from zero3py.runners.repro import write_repro
+    """A write_repro request -> its answer: the script written and run alone as its Run: line says,
+    kept only when it reproduces the finding; or why there is none (PROTOCOL.md, "Repro scripts")."""
+    from zero3py.runners.repro import verify_repro, write_repro
     from zero3py.runners.training import Unsupported
     ask, answer = request["write_repro"], {"id": request.get("id")}
-    if target != "deepspeed":
-        return {**answer, "status": "unsupported", "message": f"a repro script trains under DeepSpeed only "
-                                                              f"(repro_template.py.txt); this runner's target is {target}"}
     try:
-        path = write_repro(os.path.abspath(ask["case"]), ask["answer"], os.path.abspath(ask["path"]),
-                           versions_line(found), ask.get("divergence_tolerance", 1e-4))
+        written = write_repro(os.path.abspath(ask["case"]), ask["answer"], os.path.abspath(ask["path"]),
+                              versions_line(found), target, ask["signature"], sys.executable)
     except Unsupported as error:
         return {**answer, "status": "unsupported", "message": str(error)}
     except (OSError, ValueError, KeyError, TypeError, IndexError) as error:  # the case or answer is not one
         return {**answer, "status": "error", "message": f"write_repro: {type(error).__name__}: {error}"}
-    return {**answer, "status": "ok", "repro_script": path}
+    check = verify_repro(written["path"], ask.get("verify_timeout_s", 300))
+    verification = {k: check[k] for k in ("why", "exit_code", "output_tail", "seconds")}
+    if not check["verified"]:
+        return {**answer, "status": "unverified", "message": check["why"], "verification": verification}
+    return {**answer, "status": "ok", "repro_script": written["path"], "lines": written["lines"],
+            "expect": written["expect"], "verification": verification}
 
 
 def rank_summary(answers):
     """The answer's ranks: every rank's state and, for a failed one, what it said and printed."""
-    keep = ("rank", "state", "exception_type", "message", "where", "signal", "exit_code", "last_output")
+    keep = ("rank", "state", "exception_type", "message", "where", "signal", "exit_code", "waits_in", "stack",
+            "last_output")
     return [{k: a[k] for k in keep if k in a} for a in answers]
 
 
@@ -102,12 +107,13 @@ def answer_case(pools, target, request, log_dir):
     from zero3py.runners.training import Unsupported, reference_run
     directory = os.path.abspath(request["case"])
     answer = {"id": request.get("id"), "case": directory, "target": target}
-    started = time.monotonic()
     try:
         case = read_case(directory)
     except CaseError as error:
         return {**answer, "status": "error", "message": str(error)}
     timeout = float(request.get("timeout_s", case.timeout_s))
+    if request.get("fresh") and case.world in pools:  # a confirming run: ranks that ran nothing before
+        pools.pop(case.world).close()
     pool = pools.get(case.world)
     if pool is None or not pool.alive:
         # A pool per world size stays up: the fuzz draws W per case, and idle ranks only wait on
@@ -117,6 +123,8 @@ def answer_case(pools, target, request, log_dir):
             pool = pools[case.world] = RankPool(target, case.world, log_dir)
         except RunnerError as error:
             return {**answer, "status": "error", "message": str(error)}
+    # The case's clock starts here, with its ranks up and warm (RankPool waits for their warm-up case).
+    started = time.monotonic()
     framework_weights = os.path.join(directory, f"{target}.final.safetensors")
     pool.submit(directory, framework_weights)
     try:  # in this process while the ranks train: one process, the global batch
@@ -168,7 +176,7 @@ def main():
                 continue
             try:
                 request = json.loads(line)
-                assert isinstance(request, dict) and (
+                assert isinstance(request, dict) and isinstance(request.get("fresh", False), bool) and (
                     is_repro_request(request) if "write_repro" in request else isinstance(request.get("case"), str))
             except (ValueError, AssertionError):
                 say({"protocol": 1, "status": "error", "message": f"not a request: {line.strip()[:200]!r}"})

@@ -21,9 +21,29 @@ import time
 GRACE_AFTER_FAILURE_S = 3.0
 # Seconds for the health check after a case in which every rank raised (collect).
 HEALTH_TIMEOUT_S = 10.0
-# Importing torch and DeepSpeed, and the first time on a machine DeepSpeed's JIT-compiled comm op
-# (rank.py), on a busy 2-core machine.
+# Importing torch and DeepSpeed, the first time on a machine DeepSpeed's JIT-compiled comm op, and
+# the warm-up case (rank.py), on a busy 2-core machine.
 START_TIMEOUT_S = 600.0
+# Seconds a stuck rank gets to write its stacks to its log after SIGUSR1 (faulthandler, rank.py).
+STACK_DUMP_S = 1.0
+
+
+def waiting_stack(output):
+    """{"stack": the Python stacks faulthandler dumped (rank.py's SIGUSR1), "waits_in": the innermost
+    frame of the rank's main thread (the one running rank.py) as "file.py:line in function"}, or {}
+    when the output holds no dump."""
+    starts = [i for i in (output.find("Current thread 0x"), output.find("Thread 0x")) if i >= 0]
+    if not starts:
+        return {}
+    dump = output[min(starts):]
+    blocks = [block for block in dump.split("\n\n") if "(most recent call first)" in block]
+    main = next((block for block in blocks if "rank.py" in block), blocks[0] if blocks else "")
+    frame = next((line.strip() for line in main.splitlines() if line.strip().startswith("File ")), "")
+    where = frame
+    parts = frame.split('"')  # File "/path/x.py", line 12 in wait
+    if len(parts) == 3:
+        where = os.path.basename(parts[1]) + ":" + parts[2].replace(", line ", "").strip()
+    return {"stack": dump[-3000:], "waits_in": where}
 
 
 class RunnerError(RuntimeError):
@@ -98,8 +118,15 @@ class RankPool:
                     deadline = min(deadline, time.monotonic() + GRACE_AFTER_FAILURE_S)
         for rank in waiting.values():
             answers[rank] = {"state": "stuck"}
+        stuck = [rank for rank in waiting.values() if self.ranks[rank].poll() is None]
+        for rank in stuck:  # where does it wait? faulthandler writes every thread's stack to the log
+            self.ranks[rank].send_signal(signal.SIGUSR1)
+        if stuck:
+            time.sleep(STACK_DUMP_S)
         for rank, answer in enumerate(answers):
             answer.update(rank=rank, last_output=self.last_output(rank))
+            if rank in stuck:
+                answer.update(waiting_stack(self.last_output(rank, chars=50_000)))
         return answers
 
     def died(self, rank, line):

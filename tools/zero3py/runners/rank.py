@@ -1,15 +1,21 @@
 """One rank process of a runner (pool.py starts W of them): joins the gloo process group once,
-then trains each case the supervisor sends on stdin with the target's function (targets.py) and
-answers one JSON line per case on its stdout; everything else it or a framework prints goes to
-stderr, which the supervisor keeps in a per-rank log for a crash's "last output".
+warms up (one small case trained with the target, so imports, the framework's op builds and the
+first collectives are paid before any case's clock starts), then trains each case the supervisor
+sends on stdin with the target's function (targets.py) and answers one JSON line per case on its
+stdout; everything else it or a framework prints goes to stderr, which the supervisor keeps in a
+per-rank log for a crash's "last output". SIGUSR1 dumps every thread's Python stack to that log
+(faulthandler), which is how the supervisor tells where a stuck rank waits.
 
     python -m zero3py.runners.rank --target deepspeed --rank 0 --world 2 --port 29500
 """
 import argparse
 import datetime
+import faulthandler
 import json
 import os
+import signal
 import sys
+import tempfile
 import traceback
 
 
@@ -22,6 +28,24 @@ def raised_where(error):
     return f"{os.path.basename(frame.filename)}:{frame.name}"
 
 
+def warm_up(train, rank, world):
+    """Trains a two-layer case once with the target: the first deepspeed.initialize (or fully_shard)
+    of a process pays for lazy imports, op builders and the process group's first collectives,
+    seconds on a busy machine, which would otherwise count against the first real case's limit."""
+    import torch
+    from zero3py.runners.case import Case, default_settings
+    settings = default_settings({"kind": "sequential", "input_width": 4, "loss": "mse",
+                                 "layers": [{"type": "linear", "out": 4}, {"type": "gelu"}, {"type": "linear", "out": 2}]},
+                                world, steps=1, micro_batch=1)
+    generator = torch.Generator().manual_seed(0)
+    init = {"layers.0.weight": torch.randn(4, 4, generator=generator), "layers.0.bias": torch.zeros(4),
+            "layers.2.weight": torch.randn(2, 4, generator=generator), "layers.2.bias": torch.zeros(2)}
+    data = {"step0.micro0.inputs": torch.randn(world, 4, generator=generator),
+            "step0.micro0.targets": torch.randn(world, 2, generator=generator)}
+    with tempfile.TemporaryDirectory(prefix=f"zero3-warm-up-{rank}-") as directory:
+        train(Case(directory, settings, init, data), rank, world, os.path.join(directory, "w.safetensors"))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True)
@@ -32,6 +56,7 @@ def main():
     # Answers keep the real stdout; whatever else writes to stdout (DeepSpeed's prints) goes to the log.
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     import torch
     import torch.distributed as dist
     from zero3py.runners.case import CaseError, read_case
@@ -51,8 +76,10 @@ def main():
         # machine (or a copy of the package) runs it: a minute or more on 2 cores. Done here, it
         # counts against the pool's start timeout, never as a case's hang.
         deepspeed.comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
-    answers.write(json.dumps({"ready": args.rank}) + "\n")
     train = TARGETS[args.target]
+    warm_up(train, args.rank, args.world)
+    print("=== zero3 runner: warm", file=sys.stderr, flush=True)
+    answers.write(json.dumps({"ready": args.rank}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
         if "health" in request:  # after every rank raised: is the process group still in step?

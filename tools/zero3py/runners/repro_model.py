@@ -1,0 +1,631 @@
+"""A case's sequential model written out as plain PyTorch for a repro script (repro.py): the
+nn.Module classes the case needs (each a few lines, the forward math of zero3py/torch_layers.py
+op for op) and a module-level `model = Layers(...)` that assembles them into the module tree the
+runner builds, so that a framework's per-module hooks see the same modules and parameter names
+(`layers.2.layers.0.bias`); before it, DATA, drawn from the same seeded stream.
+
+    model = ScriptModel(case)      # case: case.json as a dict
+    model.code()                   # the classes, the seed, DATA and `model = ...`, as text
+    model.path("layers.1.scale")   # "model.layers[1].scale": a module or parameter from the root
+    model.units(leaves)            # the modules FSDP2's fully_shard takes, in the runner's order
+
+Besides the text it answers what the training loop needs to know of the model: whether any
+trainable parameter reaches the loss (else no backward, as the runner skips it), and whether
+one may go without a gradient (then it gets a zero one, as zero3 and ZeRO's partitions have it).
+"""
+import json
+import math
+import re
+import struct
+
+from zero3py.runners.training import Unsupported
+
+CONTAINERS = ("concat", "residual", "sum_residual", "repeat")
+OWNERS = ("linear", "unused_linear", "tied_linear", "layer_norm", "scale", "bias", "raw_scale", "moe")
+# Variable names for layers that later layers refer to (tie_to, a raw_scale's param).
+SHORT = {"linear": "linear", "unused_linear": "unused", "layer_norm": "norm", "scale": "scale", "bias": "bias",
+         "raw_scale": "raw", "moe": "moe", "tied_linear": "tied"}
+WIDTH = 118  # the longest line the layout aims for (the project writes 120)
+
+
+class Layer:
+    """One layer of the spec: its zero3 module name, input and output width, its own parameters
+    (local name -> shape), and where inside it a nested module lives (an MoE's experts.1.fc)."""
+
+    def __init__(self, spec, name, width):
+        self.spec, self.name, self.width, self.kind = spec, name, width, spec["type"]
+        self.out, self.params, self.children = width, {}, []
+        self.frozen = not spec.get("requires_grad", True)
+
+
+class Module:
+    """A module a tie_to or a raw_scale's param may name: the layer it belongs to, the attribute
+    path inside that layer ("" for the layer itself), its parameters (local name -> shape)."""
+
+    def __init__(self, layer, inner, params):
+        self.layer, self.inner, self.params = layer, inner, params
+
+
+def attribute_path(dotted):
+    """"experts.1.fc" -> ".experts[1].fc" (a Python expression's tail)."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in dotted.split(".") if part)
+
+
+def float32(value):
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def number(value):
+    """A float as its shortest literal, or, for a float32 (zero3 writes case.json's floats from its
+    float32s: 0.003000000026077032), the shortest literal of the same float32 (0.003)."""
+    value = float(value)
+    if not math.isfinite(value) or float32(value) != value:
+        return repr(value)
+    for digits in range(1, 10):
+        text = f"{value:.{digits}g}"
+        if float32(float(text)) == value:
+            return repr(float(text))
+    return repr(value)
+
+
+def literal(value):
+    """A Python literal of a JSON value, floats written as number() writes them."""
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
+def method(signature, expression, indent=4):
+    """`def signature: return expression` on one line, or two when that is over WIDTH characters."""
+    line = " " * indent + f"def {signature}: return {expression}"
+    if len(line) <= WIDTH:
+        return [line]
+    return [" " * indent + f"def {signature}:", " " * (indent + 4) + f"return {expression}"]
+
+
+class Call:
+    """A constructor call `head(args...)tail` that the layout may break across lines."""
+
+    def __init__(self, head, args, tail=""):
+        self.head, self.args, self.tail = head, args, tail
+
+    def __str__(self):
+        return f"{self.head}({', '.join(map(str, self.args))}){self.tail}"
+
+
+def layout(node, column, width=WIDTH):
+    """Lines of `node` (a Call or text) starting at `column`, the first line unpadded: the
+    arguments filled greedily, continuation lines aligned after the opening parenthesis, an
+    argument too long for a line of its own laid out the same way inside."""
+    text = str(node)
+    if column + len(text) <= width or not isinstance(node, Call) or not node.args:
+        return [text]
+    inner = column + len(node.head) + 1
+    lines, line, position = [], node.head + "(", inner
+    for i, arg in enumerate(node.args):
+        end = ", " if i < len(node.args) - 1 else ")" + node.tail
+        piece = str(arg) + end
+        if position + len(piece.rstrip()) <= width:
+            line, position = line + piece, position + len(piece)
+            continue
+        if position > inner:  # a fresh line for it
+            lines.append(line.rstrip())
+            line, position = " " * inner, inner
+            if position + len(piece.rstrip()) <= width:
+                line, position = line + piece, position + len(piece)
+                continue
+        nested = layout(arg, position, width - len(end.rstrip()))  # room for what closes after it
+        nested[0] = line + nested[0]
+        lines += nested[:-1]
+        line = nested[-1] + end
+        position = len(line)
+    lines.append(line.rstrip())
+    return lines
+
+
+class ScriptModel:
+    def __init__(self, case):
+        model = case["model"]
+        if model.get("kind") != "sequential":
+            raise Unsupported(f"model kind {model.get('kind')}: a repro script writes sequential models only")
+        self.case, self.loss_kind = case, model["loss"]
+        self.access, self.raw_gradient = case["torch"]["raw_access"], case["torch"]["raw_gradient"]
+        self.modules = {}  # zero3 module name -> Module
+        self.referenced = {}  # layer name -> variable name in build()
+        self.layers, self.out = self.walk(model["layers"], model["input_width"], "layers")
+        self.input_width = model["input_width"]
+        self.all = list(self.flat(self.layers))
+        self.kinds = {layer.kind for layer in self.all}
+        self.analyse_gradients()
+
+    # -- the spec ------------------------------------------------------------------------------
+    def walk(self, specs, width, prefix):
+        layers = []
+        for i, spec in enumerate(specs):
+            layer = Layer(spec, f"{prefix}.{i}", width)
+            kind = layer.kind
+            if kind in ("linear", "unused_linear"):
+                layer.params["weight"] = [spec["out"], width]
+                if spec.get("bias", True):
+                    layer.params["bias"] = [spec["out"]]
+                layer.out = spec["out"] if kind == "linear" else width
+            elif kind == "layer_norm":
+                layer.params = {"weight": [width], "bias": [width]}
+            elif kind in ("gelu", "relu"):
+                pass
+            elif kind in CONTAINERS:
+                layer.children, body = self.walk(spec["layers"], width, layer.name + ".layers")
+                layer.out = width + body if kind == "concat" else width
+            elif kind == "tied_linear":
+                owner = self.module(spec["tie_to"], "tie_to")
+                self.refer(owner.layer)
+                rows, columns = owner.params["weight"]
+                layer.out = columns if spec.get("transpose", False) else rows
+                layer.owner = owner
+                if spec.get("bias", False):
+                    layer.params["bias"] = [layer.out]
+            elif kind in ("scale", "bias"):
+                layer.params[kind] = list(spec["shape"])
+                layer.declared = list(spec["shape"])
+                layer.out = spec["shape"][0] if width == 1 else width
+            elif kind == "raw_scale":
+                if "param" in spec:
+                    owner_name, _, local = spec["param"].rpartition(".")
+                    layer.owner, layer.local = self.module(owner_name, "param"), local
+                    self.refer(layer.owner.layer)
+                    layer.declared = list(layer.owner.params[local])
+                else:
+                    layer.owner, layer.local = None, "scale"
+                    layer.params["scale"] = list(spec["shape"])
+                    layer.declared = list(spec["shape"])
+                layer.out = layer.declared[0] if width == 1 else width
+            elif kind == "moe":
+                experts, hidden = spec["experts"], spec["hidden"]
+                self.modules[layer.name + ".gate"] = Module(layer, "gate", {"weight": [experts, width],
+                                                                            "bias": [experts]})
+                for e in range(experts):
+                    base = f"{layer.name}.experts.{e}"
+                    self.modules[base] = Module(layer, f"experts.{e}", {})
+                    self.modules[base + ".fc"] = Module(layer, f"experts.{e}.fc", {"weight": [hidden, width],
+                                                                                   "bias": [hidden]})
+                    self.modules[base + ".proj"] = Module(layer, f"experts.{e}.proj", {"weight": [width, hidden],
+                                                                                       "bias": [width]})
+            else:
+                raise Unsupported(f"layer type {kind!r} is not one a repro script writes")
+            self.modules[layer.name] = Module(layer, "", layer.params)
+            layers.append(layer)
+            width = layer.out
+        return layers, width
+
+    def module(self, name, key):
+        if name not in self.modules:
+            raise ValueError(f"{key} {name!r} names no earlier module")
+        return self.modules[name]
+
+    def refer(self, layer):
+        """A layer a later one reads (tie_to, param): bound to a variable where build() makes it."""
+        if layer.name not in self.referenced:
+            name = SHORT[layer.kind]
+            if name in self.referenced.values():
+                name += layer.name.replace("layers.", "").replace(".", "_")
+            self.referenced[layer.name] = name
+
+    def flat(self, layers):
+        for layer in layers:
+            yield layer
+            yield from self.flat(layer.children)
+
+    def path(self, name):
+        """A module or parameter of zero3's name as an expression from the root `model`."""
+        return "model" + attribute_path(name)
+
+    def owned(self):
+        """(parameter name, owning layer, trainable) for every registered parameter."""
+        for layer in self.all:
+            for local in layer.params:
+                yield f"{layer.name}.{local}", layer, not layer.frozen
+            if layer.kind == "moe":
+                for name, module in self.modules.items():
+                    if module.layer is layer and module.inner:
+                        for local in module.params:
+                            yield f"{name}.{local}", layer, not layer.frozen
+
+    def analyse_gradients(self):
+        """Which trainable parameters get a gradient: every one an op uses, but an unused_linear's
+        (unless a tie or a raw read with gradient reaches it), a raw_scale's own one read without
+        gradient, and an MoE's experts, which only the rows routed to them reach (all of them when
+        it has one expert)."""
+        reached, maybe = set(), set()
+        for layer in self.all:
+            if layer.kind in ("linear", "layer_norm", "scale", "bias", "tied_linear"):
+                reached.update(f"{layer.name}.{local}" for local in layer.params)
+            if layer.kind == "tied_linear":
+                reached.add(self.param_name(layer.owner, "weight"))
+            if layer.kind == "raw_scale" and self.raw_gradient:
+                reached.add(f"{layer.name}.scale" if layer.owner is None else self.param_name(layer.owner, layer.local))
+            if layer.kind == "moe":  # one expert: every row goes to it
+                reached.update(name for name, owner, _ in self.owned() if owner is layer and (
+                    ".experts." not in name or layer.spec["experts"] == 1))
+        trainable = [name for name, _, train in self.owned() if train]
+        for name, layer, train in self.owned():
+            if train and layer.kind == "moe" and ".experts." in name and name not in reached:
+                maybe.add(name)
+        self.loss_has_gradient = any(name in reached or name in maybe for name in trainable)
+        self.may_lack_gradient = any(name not in reached for name in trainable)
+
+    @staticmethod
+    def param_name(module, local):
+        name = module.layer.name + ("." + module.inner if module.inner else "")
+        return f"{name}.{local}"
+
+    # -- FSDP2's units and DeepSpeed's leaves ----------------------------------------------------
+    def module_order(self):
+        """(name, owns parameters directly, layer) in named_modules() order, the root's children."""
+        for layer in self.all:
+            yield layer.name, bool(layer.params), layer
+            if layer.kind == "moe":
+                yield layer.name + ".gate", True, layer
+                yield layer.name + ".experts", False, layer
+                for e in range(layer.spec["experts"]):
+                    base = f"{layer.name}.experts.{e}"
+                    yield base, False, layer
+                    yield base + ".fc", True, layer
+                    yield base + ".gelu", False, layer
+                    yield base + ".proj", True, layer
+
+    def leaf_names(self, leaves):
+        """The module names zero3's leaf_modules select: a layer type (moe, mlp) or a module name."""
+        chosen = []
+        for name, _, layer in self.module_order():
+            is_moe = layer.kind == "moe" and name == layer.name
+            is_mlp = layer.kind == "moe" and re.fullmatch(re.escape(layer.name) + r"\.experts\.\d+", name)
+            if (is_moe and "moe" in leaves) or (is_mlp and "mlp" in leaves) or name in leaves:
+                chosen.append(name)
+        return chosen
+
+    def units(self, leaves):
+        """What targets.train_fsdp2 hands fully_shard, in its order: each leaf (not inside
+        another), each other module owning parameters outside the leaves, and the root."""
+        chosen = self.leaf_names(leaves)
+        tops = [n for n in chosen if not any(n.startswith(other + ".") for other in chosen if other != n)]
+        inside = lambda name: any(name == top or name.startswith(top + ".") for top in tops)  # noqa: E731
+        rest = [name for name, owns, _ in self.module_order() if owns and not inside(name)]
+        return [self.path(n) for n in tops + rest] + ["model"]
+
+    # -- the code ------------------------------------------------------------------------------
+    def shapes(self):
+        """(any broadcast parameter is [n, 1], any is [n]): which broadcast code the classes need."""
+        shapes = [layer.declared for layer in self.all if layer.kind in ("scale", "bias", "raw_scale")]
+        return any(len(s) == 2 for s in shapes), any(len(s) == 1 for s in shapes)
+
+    def apply(self, op, p, shape):
+        """`x op p` as torch_layers.broadcast_apply has it for this case's shapes: p [n, 1] meets x
+        viewed as [B, w, 1] and the result is flattened back (`shape`: the declared one)."""
+        two, one = self.shapes()
+        if two and one:
+            return f"broadcast(x, {p}, {shape}, torch.{'add' if op == '+' else 'mul'})"
+        if two:
+            return f"(x.reshape(len(x), x.shape[1], 1) {op} {p}).reshape(len(x), -1)"
+        return f"x {op} {p}"
+
+    def classes(self):
+        """The class definitions (and the broadcast helper) the case's layers need, each a few lines:
+        a constructor of one line where it fits (super().__init__() and the assignment)."""
+        out, kinds = [], self.kinds
+        two, one = self.shapes()
+        if two and one:
+            out += ["def broadcast(x, p, shape, op):  # p [n] meets x [B, w]; p [n, 1] meets x viewed as [B, w, 1]",
+                    "    return op(x, p) if len(shape) == 1 else "
+                    "op(x.reshape(len(x), x.shape[1], 1), p).reshape(len(x), -1)"]
+        if "unused_linear" in kinds:
+            out += ["class UnusedLinear(nn.Linear):  # registers a weight (and bias) its forward never uses",
+                    "    def forward(self, x): return x"]
+        if "tied_linear" in kinds:
+            out += self.tied_class()
+        for kind, init in (("scale", "ones"), ("bias", "zeros")):
+            if kind in kinds:
+                op = "*" if kind == "scale" else "+"
+                out += [f"class {kind.title()}(nn.Module):  # x {op} {kind}, starting at {init}",
+                        *constructor("shape", [f"self.{kind} = nn.Parameter(torch.{init}(shape))"]),
+                        *method("forward(self, x)", self.apply(op, "self." + kind, f"self.{kind}.shape"))]
+        if "raw_scale" in kinds:
+            out += self.raw_scale_class()
+        if "moe" in kinds:
+            out += self.moe_class()
+        out += self.container_classes()
+        return out
+
+    def moe_class(self):
+        """Moe: a gate and experts (fc, tanh GELU, proj each: experts.e.fc.weight), top-1 routing.
+        The rows' outputs land by index_add on zeros: every row gets its one expert's output,
+        the values torch_layers.Moe's index_copy and sum give."""
+        if getattr(self, "mlp_class", False):  # leaf_modules names "mlp": the experts' own class
+            out = ["class Mlp(nn.Module):  # an expert: fc, tanh GELU, proj",
+                   *constructor("width, hidden", ["self.fc, self.gelu, self.proj = nn.Linear(width, hidden), "
+                                                  "nn.GELU(\"tanh\"), nn.Linear(hidden, width)"]),
+                   "    def forward(self, x): return self.proj(self.gelu(self.fc(x)))"]
+            experts = ["self.experts = nn.ModuleList(Mlp(width, hidden) for _ in range(experts))"]
+            comment = ""
+        else:
+            out = []
+            experts = ["self.experts = nn.ModuleList(nn.Sequential(collections.OrderedDict("
+                       "fc=nn.Linear(width, hidden),\n"
+                       "            gelu=nn.GELU(\"tanh\"), proj=nn.Linear(hidden, width))) for _ in range(experts))"]
+            comment = "each expert: fc, tanh GELU, proj"
+        return out + [
+            "class Moe(nn.Module):  # top-1 routing: a row goes to its argmax expert, scaled by that expert's "
+            "probability",
+            *constructor("width, experts, hidden", ["self.gate = nn.Linear(width, experts)"] + experts, comment),
+            "    def forward(self, x):  # only the experts some row chose run: ranks may run different experts",
+            "        probs, choice, out = torch.softmax(logits := self.gate(x), -1), logits.argmax(-1), "
+            "torch.zeros_like(x)",
+            "        for e in choice.unique().tolist():",
+            "            out.index_add_(0, rows := (choice == e).nonzero()[:, 0], self.experts[e](x[rows]) * "
+            "probs[rows, e:e + 1])",
+            "        return out"]
+
+    def tied_class(self):
+        tied = [layer for layer in self.all if layer.kind == "tied_linear"]
+        transposes = {layer.spec.get("transpose", False) for layer in tied}
+        biases = {"bias" in layer.params for layer in tied}
+        mixed = len(transposes) > 1
+        args = ["owner"] + (["transpose"] if mixed else []) + (["bias=False"] if len(biases) > 1 else [])
+        weight = ("self.owner.weight.t() if self.transpose else self.owner.weight" if mixed
+                  else "self.owner.weight.t()" if True in transposes else "self.owner.weight")
+        what = {frozenset({True}): "x @ W", frozenset({False}): "x @ W.T"}.get(frozenset(transposes),
+                                                                               "x @ W or x @ W.T")
+        pairs = [("self.__dict__[\"owner\"]", "owner")] + ([("self.transpose", "transpose")] if mixed else [])
+        if True in biases:
+            rows = ("owner.weight.size(1 if transpose else 0)" if mixed
+                    else "owner.weight.size(1)" if True in transposes else "owner.weight.size(0)")
+            pairs.append(("self.bias", f"nn.Parameter(torch.zeros({rows}))" + (" if bias else None" if len(biases) > 1
+                                                                              else "")))
+            what += " + a bias" if len(biases) == 1 else " (+ a bias)"
+        return [f"class TiedLinear(nn.Module):  # {what}; W: an earlier layer's weight, registered there only",
+                *constructor(", ".join(args), assignments(pairs), "owner: a plain attribute, not a submodule"),
+                *method("forward(self, x)", f"F.linear(x, {weight}{', self.bias' if True in biases else ''})")]
+
+    def raw_scale_class(self):
+        """RawScale: x * p, p read the case's way (torch.raw_access): a Parameter cached at
+        construction, or read from its owner (a module and a name) in its forward or by its parent,
+        which hands it in. A RawScale with a shape owns its p (registered as `scale`)."""
+        raws = [layer for layer in self.all if layer.kind == "raw_scale"]
+        own, foreign = any(r.owner is None for r in raws), any(r.owner is not None for r in raws)
+        detach = "" if self.raw_gradient else ".detach()"
+        access = self.access
+        two, one = self.shapes()
+        declared = two and one  # the broadcast follows the declared shape: keep it
+        how = {"cached_reference": "a Parameter cached at construction (before sharding)",
+               "own_forward": "read from its owner in this forward",
+               "parent_attribute": "read from its owner by the parent, handed in",
+               "external_parameter": "read from its owner in this forward"}[access]
+        out = [f"class RawScale(nn.Module):  # x * p, p {how}" + ("" if self.raw_gradient else ", without gradient")]
+        parameter = "nn.Parameter(torch.ones(shape))"
+        if access == "cached_reference":
+            comment = "p: a plain attribute, registered in its owner only"
+            if own and foreign:
+                shape = ", shape or p.shape" if declared else ""
+                statements = [f"self.scale = {parameter} if p is None else None  # its own, or none",
+                              f"self.__dict__[\"p\"]{', self.shape' if declared else ''} = self.scale if p is None "
+                              f"else p{shape}"]
+                args = "p=None, shape=None"
+            elif own:
+                statements, args = [f"self.scale = self.__dict__[\"p\"] = {parameter}"], "shape"
+                comment = "p: the same Parameter as scale, not registered again"
+            else:
+                statements, args = ["self.__dict__[\"p\"] = p"], "p"
+            if declared and not (own and foreign):
+                statements.append("self.shape = self.p.shape")
+            out += constructor(args, statements, comment)
+            read = "self.p" + detach
+        elif own and not foreign:  # its own parameter, read in its forward, or by the parent as layer.scale
+            statements = [f"self.scale = {parameter}"] + (["self.shape = self.scale.shape"] if declared else [])
+            out += constructor("shape", statements)
+            read = "self.scale" + detach
+        else:
+            comment = "owner: a plain attribute, not a submodule"
+            if own:
+                shape = ", self.shape" if declared else ""
+                statements = [f"self.scale = {parameter} if owner is None else None  # its own, or none",
+                              f"self.__dict__[\"owner\"], self.name{shape} = owner or self, name"
+                              + (", shape or getattr(owner, name).shape" if declared else "")]
+                args = "owner=None, name=\"scale\", shape=None"
+            else:
+                statements, args = ["self.__dict__[\"owner\"], self.name = owner, name"], "owner, name"
+                if declared:
+                    statements.append("self.shape = getattr(owner, name).shape")
+            out += constructor(args, statements, comment)
+            read = "getattr(self.owner, self.name)" + detach
+        if access == "parent_attribute":
+            return out + method("forward(self, x, p)", self.apply("*", "p" + detach, "self.shape"))
+        return out + method("forward(self, x)", self.apply("*", read, "self.shape"))
+
+    def container_classes(self):
+        parent = "raw_scale" in self.kinds and self.access == "parent_attribute"
+        repeat = "repeat" in self.kinds
+        out = ["class Layers(nn.Module):  # layers held in an nn.ModuleList `layers`, applied in order: each container "
+               "and the model"]
+        if repeat:
+            out += constructor("*layers, times=1", ["self.layers, self.times = nn.ModuleList(layers), times"],
+                               "times: a repeat's, the same layers again")
+            sequence = "list(self.layers) * self.times"
+        else:
+            out += constructor("*layers", ["self.layers = nn.ModuleList(layers)"])
+            sequence = "self.layers"
+        if parent:
+            foreign = any(r.owner is not None for r in self.all if r.kind == "raw_scale")
+            read = "getattr(layer.owner, layer.name)" if foreign else "layer.scale"
+            loop = f"        for layer in {sequence}: x = layer(x, {read}) if isinstance(layer, RawScale) else layer(x)"
+            reduce = (f"        return functools.reduce(lambda x, m: m(x, m.scale) if isinstance(m, RawScale) else "
+                      f"m(x), {sequence}, x)")
+            head = "    def forward(self, x):  # a RawScale gets its parameter from here, its parent"
+            if not foreign and len(reduce) <= WIDTH:
+                body = [reduce]
+            elif len(loop) <= WIDTH:
+                body = [loop, "        return x"]
+            else:
+                body = [f"        for layer in {sequence}:",
+                        f"            x = layer(x, {read}) if isinstance(layer, RawScale) else layer(x)",
+                        "        return x"]
+            out += [head] + body
+        else:
+            out += method("forward(self, x)", f"functools.reduce(lambda x, layer: layer(x), {sequence}, x)")
+        return out + [line for kind in ("concat", "residual", "sum_residual") if kind in self.kinds
+                      for line in self.container(kind)]
+
+    @staticmethod
+    def container(kind):
+        name, what, code = {
+            "concat": ("Concat", "[x, layers(x)] on the features", "torch.cat([x, super().forward(x)], -1)"),
+            "residual": ("Residual", "x + layers(x)", "x + super().forward(x)"),
+            "sum_residual": ("SumResidual", "x + the row sums of layers(x)",
+                             "x + (y := super().forward(x)) @ torch.ones(y.shape[-1], 1)")}[kind]
+        return [f"class {name}(Layers):  # {what}", *method("forward(self, x)", code)]
+
+    def loss(self, output, target):
+        return f"F.{'mse_loss' if self.loss_kind == 'mse' else 'cross_entropy'}({output}, {target})"
+
+    def expression(self, layer):
+        """The constructor call of one layer (a referenced layer bound to its variable on the way:
+        the arguments are evaluated in document order, so it exists before its readers)."""
+        spec, kind, w = layer.spec, layer.kind, layer.width
+        bind = f"{self.referenced[layer.name]} := " if layer.name in self.referenced else ""
+        no_bias = "" if spec.get("bias", True) else ", bias=False"
+        if kind == "linear":
+            text = f"nn.Linear({w}, {spec['out']}{no_bias})"
+        elif kind == "unused_linear":
+            text = f"UnusedLinear({w}, {spec['out']}{no_bias})"
+        elif kind == "layer_norm":
+            text = f"nn.LayerNorm({w})"
+        elif kind == "gelu":
+            text = "nn.GELU(approximate=\"tanh\")"
+        elif kind == "relu":
+            text = "nn.ReLU()"
+        elif kind in ("scale", "bias"):
+            text = f"{kind.title()}({list(spec['shape'])})"
+        elif kind == "tied_linear":
+            tied = [t for t in self.all if t.kind == "tied_linear"]
+            args = [self.owner_expression(layer.owner)]
+            if len({t.spec.get("transpose", False) for t in tied}) > 1:
+                args.append(str(spec.get("transpose", False)))
+            if spec.get("bias", False) and len({"bias" in t.params for t in tied}) > 1:
+                args.append("bias=True")
+            text = f"TiedLinear({', '.join(args)})"
+        elif kind == "raw_scale":
+            text = self.raw_expression(layer)
+        elif kind == "moe":
+            text = f"Moe({w}, {spec['experts']}, {spec['hidden']})"
+        elif kind in CONTAINERS:
+            head = {"concat": "Concat", "residual": "Residual", "sum_residual": "SumResidual", "repeat": "Layers"}[kind]
+            args = [self.expression(c) for c in layer.children]
+            args += [f"times={spec['times']}"] if kind == "repeat" else []
+            return Call(bind + head, args, ".requires_grad_(False)" if layer.frozen and kind in OWNERS else "")
+        else:
+            raise Unsupported(f"layer type {kind!r}")
+        return bind + text + (".requires_grad_(False)" if layer.frozen and kind in OWNERS else "")
+
+    def raw_expression(self, layer):
+        raws = [r for r in self.all if r.kind == "raw_scale"]
+        mixed = len({r.owner is None for r in raws}) > 1
+        shape = list(layer.spec.get("shape", []))
+        if layer.owner is None:
+            return f"RawScale(shape={shape})" if mixed else f"RawScale({shape})"
+        owner = self.owner_expression(layer.owner)
+        if self.access == "cached_reference":
+            return f"RawScale({owner}.{layer.local})"
+        return f"RawScale({owner}, {layer.local!r})"
+
+    def owner_expression(self, module):
+        return self.referenced[module.layer.name] + attribute_path(module.inner)
+
+    def build(self):
+        """The seeded model, a module-level `model` (each spawned rank imports the script and builds
+        the same one; the parent's trains the reference), then DATA from the same seeded stream:
+        per step, GAS global batches of W*B rows."""
+        out = ["torch.manual_seed(SEED)  # the data: per step, GAS global batches of W*B rows; then the model's "
+               "weights"]
+        target = (f"torch.randn(W * B, {self.out})" if self.loss_kind == "mse"
+                  else f"torch.randint({self.out}, (W * B,))")
+        head = f"DATA = [[(torch.randn(W * B, {self.input_width}), {target}) for _ in range(GAS)]"
+        if len(head) + len(" for _ in range(STEPS)]") <= WIDTH:
+            out += [head + " for _ in range(STEPS)]"]
+        else:
+            out += [head, "        for _ in range(STEPS)]"]
+        return out + layout(Call("model = Layers", [self.expression(layer) for layer in self.layers]), 0)
+
+    def code(self):
+        return self.classes() + self.build()
+
+
+def assignments(pairs):
+    """`a, b = x, y` of (target, value) pairs, as one statement (a list of one line)."""
+    return [f"{', '.join(t for t, _ in pairs)} = {', '.join(v for _, v in pairs)}"]
+
+
+def constructor(args, statements, comment=""):
+    """__init__ lines: `def __init__(self, args): super().__init__(); statement` on one line where
+    one statement fits there (its comment dropped if only that is too long); else the def line (the
+    comment on it), super().__init__() sharing the next line with the first statement where it
+    fits, and the others one a line. A statement may hold newlines (its own continuation lines)."""
+    head = f"    def __init__(self{', ' + args if args else ''}):"
+    tail = f"  # {comment}" if comment else ""
+    if len(statements) == 1 and "\n" not in statements[0]:
+        line = f"{head} super().__init__(); {statements[0]}"
+        if len(line + tail) <= WIDTH:
+            return [line + tail]
+        if len(line) <= WIDTH:
+            return [line]
+    lines = [head + tail if len(head + tail) <= WIDTH else head]
+    first = statements[0].split("\n")
+    joined = "        super().__init__(); " + first[0]
+    if len(joined) > WIDTH and "  # " in joined and len(joined[:joined.rindex("  # ")]) <= WIDTH:
+        joined = joined[:joined.rindex("  # ")]  # its comment dropped, the statement kept whole
+    if len(joined) <= WIDTH:
+        lines += [joined] + first[1:]
+    else:
+        lines += ["        super().__init__()", "        " + first[0]] + first[1:]
+    for statement in statements[1:]:
+        parts = statement.split("\n")
+        lines += ["        " + parts[0]] + parts[1:]
+    return lines
+
+
+def fill_literal(prefix, value, width=WIDTH, indent=4):
+    """`prefix` and a dict or list literal, its items filled greedily into lines of at most
+    `width`, broken only between items (a nested dict opens on the line of its key); continuation
+    lines indented by `indent`."""
+    atoms = _atoms(value)
+    lines, line = [], prefix
+    for atom in atoms:
+        if line.strip() and len(line) + 1 + len(atom) > width and line != prefix:
+            lines.append(line)
+            line = " " * indent + atom
+        else:
+            line = f"{line}{'' if line == prefix else ' '}{atom}"
+    return lines + [line]
+
+
+def _atoms(value):
+    """The literal of `value` cut between its items, a dict of identifier keys as dict(key=value):
+    ['dict(a=1,', 'b=dict(c=2,', 'd=3))']."""
+    if not isinstance(value, (dict, list, tuple)) or not value:
+        return [literal(value)]
+    keywords = isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value)
+    opening, closing = ("dict(", ")") if keywords else ("{", "}") if isinstance(value, dict) else ("[", "]")
+    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
+    atoms = []
+    for i, (key, item) in enumerate(items):
+        head = "" if key is None else f"{key}=" if keywords else literal(key) + ": "
+        inner = _atoms(item)
+        inner[0] = head + inner[0]
+        if i == 0:
+            inner[0] = opening + inner[0]
+        inner[-1] += closing if i == len(items) - 1 else ","
+        atoms += inner
+    return atoms
