@@ -73,9 +73,13 @@ void check_unknown_keys(const JsonReader& object, const std::vector<std::string>
       std::string advice = unused_key_advice(object.path(), key, known);
       advice = advice.substr(std::min(advice.size(), object.path().size() + key.size() + 2));
       if (advice.rfind("is ", 0) == 0) advice = advice.substr(3);
+      // "ignored" is the warning's word; here the key is refused.
+      const std::string ignored = "; ignored";
+      if (advice.ends_with(ignored)) advice.resize(advice.size() - ignored.size());
       throw_json_error(object.source(), object.path() + "/" + key,
-                       advice + " DeepSpeed 0.19.8 refuses a key it does not know in " + object.path().substr(1) +
-                           " (its config model forbids extra fields), and so does zero3");
+                       advice + (advice.ends_with("?") ? " Expected" : "; expected") + " a key DeepSpeed accepts in " +
+                           object.path().substr(1) + ": DeepSpeed 0.19.8 refuses a key it does not know there (its "
+                           "config model forbids extra fields), and so does zero3");
     }
     if (deepspeed != nullptr && deepspeed->support == KeySupport::not_used) {
       config.ignored_deepspeed_keys.push_back(object.path() + "/" + key);

@@ -66,6 +66,12 @@ TEST(TrainConfig, AKeyDeepSpeedWouldRefuseInAStrictSectionIsAnErrorWithDidYouMea
   EXPECT_NE(error_of(nlohmann::json::parse(R"({"zero_optimization": {"offload_param": {"devise": "cpu"}}})"))
                 .find("/zero_optimization/offload_param/devise"),
             std::string::npos);
+  // A key near none: refused with what was expected, never called "ignored" in an error.
+  const std::string unknown = error_of(nlohmann::json::parse(R"({"zero_optimization": {"overlap_ce_threshold": 1}})"));
+  EXPECT_NE(unknown.find("at /zero_optimization/overlap_ce_threshold: neither a DeepSpeed key nor one zero3 reads; "
+                         "expected a key DeepSpeed accepts in zero_optimization"),
+            std::string::npos) << unknown;
+  EXPECT_EQ(unknown.find("ignored"), std::string::npos) << unknown;
   // A key DeepSpeed removed is refused by DeepSpeed too.
   EXPECT_NE(error_of(nlohmann::json::parse(R"({"zero_optimization": {"zeropp_loco_param": {}}})"))
                 .find("/zero_optimization/zeropp_loco_param"),
