@@ -48,6 +48,24 @@ zero3_install_missing_packages() {
   zero3_log "installed"
 }
 
+# Reads the build's output: all of it to the log $1, and to the terminal "building: N of M steps
+# (S s)" each time another tenth of the steps is done, when there are at least 20.
+zero3_build_progress() {
+  local log=$1 line shown=-1 start=$SECONDS
+  : >"$log"
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >>"$log"
+    if [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]]; then
+      local tenth=$((BASH_REMATCH[1] * 10 / BASH_REMATCH[2]))
+      # A rebuild of a few files stays quiet.
+      if [ "$tenth" -ne "$shown" ] && [ "${BASH_REMATCH[2]}" -ge 20 ]; then
+        shown=$tenth
+        zero3_log "building: ${BASH_REMATCH[1]} of ${BASH_REMATCH[2]} steps ($((SECONDS - start)) s)"
+      fi
+    fi
+  done
+}
+
 zero3_build() {
   # Cache hits across clones: paths under the checkout are hashed relative to it, and the build
   # folder's own path is left out, so CI's fresh clone reuses what a developer's tree compiled.
@@ -66,8 +84,14 @@ zero3_build() {
       -DZERO3_WERROR=$werror "${sanitize_flags[@]}" >"$ZERO3_BUILD_DIR.configure.log" 2>&1 ||
       { cat "$ZERO3_BUILD_DIR.configure.log" >&2; zero3_log "configure failed"; exit 1; }
   fi
-  # Quiet on success; the full compiler output on failure.
-  if ! cmake --build "$ZERO3_BUILD_DIR" -j "$jobs" >"$ZERO3_BUILD_DIR.build.log" 2>&1; then
+  # A line per tenth of the build's steps while it compiles (ninja's own lines go to the log); the
+  # full compiler output on failure. With targets, only those are built (the demo needs the CLI
+  # alone: 185 of the 295 objects).
+  local targets=()
+  [ $# -gt 0 ] && targets=(--target "$@")
+  # In the condition, so that `set -e` (and pipefail) leave the failure to be reported here.
+  if cmake --build "$ZERO3_BUILD_DIR" -j "$jobs" "${targets[@]}" 2>&1 |
+       zero3_build_progress "$ZERO3_BUILD_DIR.build.log"; [ "${PIPESTATUS[0]}" -ne 0 ]; then
     grep -E 'error|Error|FAILED' -A5 "$ZERO3_BUILD_DIR.build.log" | head -200 >&2
     zero3_log "build failed; full log: $ZERO3_BUILD_DIR.build.log"
     exit 1
@@ -83,4 +107,6 @@ source "$ZERO3_ROOT/tools/lib/diff_venv.sh"
 
 zero3_install_missing_packages
 # tools/gpu-bundle builds its own configuration: it wants the packages, not this build.
-[ -n "${ZERO3_PACKAGES_ONLY:-}" ] || zero3_build
+# ZERO3_BUILD_TARGETS (tools/zero3 sets it to the CLI): build only those; unset builds everything.
+# shellcheck disable=SC2086  # a list of target names
+[ -n "${ZERO3_PACKAGES_ONLY:-}" ] || zero3_build ${ZERO3_BUILD_TARGETS:-}

@@ -15,9 +15,8 @@
 # and runs with DS_ACCELERATOR=cpu, which the runners set. Its CPU accelerator calls `numactl`
 # when it can find it and does without otherwise (Debian's numactl package is optional).
 #
-# Idempotent: a stamp in the venv records the pins and the interpreter, written once the imports
-# worked; when it matches, nothing runs. Quiet on success; on failure it says why (with the tail
-# of pip's log) and returns 1.
+# Idempotent and quiet on success, as tools/lib/venv.sh keeps every venv; on failure it says why
+# and returns 1.
 
 ZERO3_DIFF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # Outside the checkout, in the user's cache: at 5.4 GB it is installed once per machine and pin set
@@ -28,7 +27,8 @@ ZERO3_DIFF_CONSTRAINTS="$ZERO3_DIFF_ROOT/tools/lib/diff_venv_constraints.txt"
 # The newest releases when this was written (tested: both seed bugs of issue 29 reproduce).
 ZERO3_DIFF_PINS=(torch==2.15.0 deepspeed==0.19.8)
 
-zero3_diff_log() { printf 'zero3: %s\n' "$*" >&2; }
+# shellcheck source=tools/lib/venv.sh
+source "$ZERO3_DIFF_ROOT/tools/lib/venv.sh"
 
 zero3_diff_venv_works() {
   DS_ACCELERATOR=cpu "$ZERO3_DIFF_VENV/bin/python" - <<'EOF' 2>/dev/null
@@ -39,43 +39,26 @@ assert not torch.__file__.startswith("/usr/lib/python3/"), torch.__file__
 EOF
 }
 
+zero3_diff_venv_explain() { DS_ACCELERATOR=cpu "$ZERO3_DIFF_VENV/bin/python" -c 'import torch, deepspeed'; }
+
+# torch first: DeepSpeed's setup.py imports it, so DeepSpeed builds without isolation against it.
+zero3_diff_venv_create() {
+  "${ZERO3_DIFF_PYTHON:-/usr/bin/python3}" -m venv "$ZERO3_DIFF_VENV" >>"$1" 2>&1 &&
+    "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+      -c "$ZERO3_DIFF_CONSTRAINTS" "${ZERO3_DIFF_PINS[0]}" setuptools wheel >>"$1" 2>&1 &&
+    DS_BUILD_OPS=0 "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+      --no-build-isolation -c "$ZERO3_DIFF_CONSTRAINTS" "${ZERO3_DIFF_PINS[@]}" >>"$1" 2>&1
+}
+
 zero3_install_diff_venv() {
-  local python=${ZERO3_DIFF_PYTHON:-/usr/bin/python3}
-  local stamp="$ZERO3_DIFF_VENV/zero3-diff.stamp"
-  local wanted log="$ZERO3_DIFF_VENV.log"
+  local python=${ZERO3_DIFF_PYTHON:-/usr/bin/python3} wanted stamp="$ZERO3_DIFF_VENV/zero3-diff.stamp"
   wanted="$("$python" -VV 2>/dev/null | head -1) ${ZERO3_DIFF_PINS[*]} $(cksum <"$ZERO3_DIFF_CONSTRAINTS")"
-  # The stamp is written only after the imports worked; checking it imports nothing.
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$ZERO3_DIFF_VENV/bin/python" ]; then
-    return 0
-  fi
-  if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
-    zero3_diff_log "the runners' venv needs python3 with python3-venv (apt-get install python3-venv)"
+  if { [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; } && ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+    zero3_venv_log "the runners' venv needs python3 with python3-venv (apt-get install python3-venv)"
     return 1
   fi
-  if [ -e "$ZERO3_DIFF_VENV" ] && [ ! -f "$ZERO3_DIFF_VENV/pyvenv.cfg" ]; then
-    zero3_diff_log "$ZERO3_DIFF_VENV exists and is not a virtualenv; remove it or set ZERO3_DIFF_VENV"
-    return 1
-  fi
-  mkdir -p "$(dirname "$ZERO3_DIFF_VENV")"
-  rm -rf "$ZERO3_DIFF_VENV"  # rebuilt whole: a stale or half-installed venv is never patched
-  # torch first: DeepSpeed's setup.py imports it, so DeepSpeed builds without isolation against it.
-  if ! "$python" -m venv "$ZERO3_DIFF_VENV" >"$log" 2>&1 ||
-     ! "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-         -c "$ZERO3_DIFF_CONSTRAINTS" "${ZERO3_DIFF_PINS[0]}" setuptools wheel >>"$log" 2>&1 ||
-     ! DS_BUILD_OPS=0 "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-         --no-build-isolation -c "$ZERO3_DIFF_CONSTRAINTS" "${ZERO3_DIFF_PINS[@]}" >>"$log" 2>&1; then
-    tail -20 "$log" >&2
-    zero3_diff_log "installing the runners' venv ($ZERO3_DIFF_VENV) failed; full log: $log"
-    rm -rf "$ZERO3_DIFF_VENV"
-    return 1
-  fi
-  if ! zero3_diff_venv_works; then
-    DS_ACCELERATOR=cpu "$ZERO3_DIFF_VENV/bin/python" -c 'import torch, deepspeed' >&2
-    zero3_diff_log "the runners' venv ($ZERO3_DIFF_VENV) was installed, but torch or deepspeed does not import"
-    return 1
-  fi
-  echo "$wanted" >"$stamp"
-  rm -f "$log"
+  zero3_venv_ensure "the runners' venv" "$ZERO3_DIFF_VENV" "$stamp" "$wanted" \
+    fresh zero3_diff_venv_create zero3_diff_venv_works zero3_diff_venv_explain
 }
 
 # Hugging Face transformers in the same venv, for the memory recorder and its oracle
@@ -99,25 +82,15 @@ model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
 EOF2
 }
 
+zero3_diff_hf_explain() { "$ZERO3_DIFF_VENV/bin/python" -c 'from transformers import AutoModelForCausalLM'; }
+
+zero3_diff_hf_add() {
+  "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+    "${ZERO3_DIFF_HF_PINS[@]}" >>"$1" 2>&1
+}
+
 zero3_install_diff_venv_transformers() {
   zero3_install_diff_venv || return 1
-  local stamp="$ZERO3_DIFF_VENV/zero3-diff-hf.stamp"
-  local wanted log="$ZERO3_DIFF_VENV.hf.log"
-  wanted="${ZERO3_DIFF_HF_PINS[*]}"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
-    return 0
-  fi
-  if ! "$ZERO3_DIFF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-         "${ZERO3_DIFF_HF_PINS[@]}" >"$log" 2>&1; then
-    tail -20 "$log" >&2
-    zero3_diff_log "installing transformers into the runners' venv ($ZERO3_DIFF_VENV) failed; full log: $log"
-    return 1
-  fi
-  if ! zero3_diff_hf_works; then
-    "$ZERO3_DIFF_VENV/bin/python" -c 'from transformers import AutoModelForCausalLM' >&2
-    zero3_diff_log "transformers was installed into $ZERO3_DIFF_VENV, but does not import or build a model"
-    return 1
-  fi
-  echo "$wanted" >"$stamp"
-  rm -f "$log"
+  zero3_venv_ensure "transformers in the runners' venv" "$ZERO3_DIFF_VENV" "$ZERO3_DIFF_VENV/zero3-diff-hf.stamp" \
+    "${ZERO3_DIFF_HF_PINS[*]}" layer zero3_diff_hf_add zero3_diff_hf_works zero3_diff_hf_explain
 }

@@ -11,9 +11,8 @@
 # python3-requests python3-yaml python3-typing-extensions. The last four are modules transformers
 # and huggingface_hub import, taken from Debian rather than PyPI.
 #
-# Idempotent: a stamp in the venv records the pins and the interpreter, written once the imports
-# worked; when it matches, nothing runs. Quiet on success; on failure it says why (with the tail
-# of pip's log) and returns 1.
+# Idempotent and quiet on success, as tools/lib/venv.sh keeps every venv; on failure it says why
+# and returns 1.
 
 # tools/torch_oracle_test.py looks in build/oracle-venv, or in $ZERO3_ORACLE_VENV when set.
 ZERO3_ORACLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -25,7 +24,8 @@ ZERO3_ORACLE_VENV=${ZERO3_ORACLE_VENV:-${ZERO3_BUILD_DIR:-$ZERO3_ORACLE_ROOT/bui
 ZERO3_ORACLE_PINS=(transformers==4.40.2 huggingface_hub==0.23.0 safetensors==0.4.3 regex==2024.4.28
                    tqdm==4.66.4 packaging==24.0 filelock==3.14.0 fsspec==2024.3.1)
 
-zero3_oracle_log() { printf 'zero3: %s\n' "$*" >&2; }
+# shellcheck source=tools/lib/venv.sh
+source "$ZERO3_ORACLE_ROOT/tools/lib/venv.sh"
 
 zero3_oracle_venv_works() {
   "$ZERO3_ORACLE_VENV/bin/python" - <<'EOF' 2>/dev/null
@@ -36,44 +36,31 @@ assert torch.__file__.startswith("/usr/lib/python3/dist-packages/"), torch.__fil
 EOF
 }
 
+zero3_oracle_venv_explain() {
+  "$ZERO3_ORACLE_VENV/bin/python" -c 'import torch; print("torch from", torch.__file__)
+from transformers import GPT2LMHeadModel'
+}
+
+# Over Debian's system site packages, every package pinned and --no-deps: pip resolves nothing.
+zero3_oracle_venv_create() {
+  /usr/bin/python3 -m venv --system-site-packages "$ZERO3_ORACLE_VENV" >>"$1" 2>&1 &&
+    "$ZERO3_ORACLE_VENV/bin/python" -m pip install --quiet --no-deps --disable-pip-version-check \
+      "${ZERO3_ORACLE_PINS[@]}" >>"$1" 2>&1
+}
+
 zero3_install_oracle_venv() {
-  local python=/usr/bin/python3
-  local stamp="$ZERO3_ORACLE_VENV/zero3-oracle.stamp"
-  local wanted log="$ZERO3_ORACLE_VENV.log"
+  local python=/usr/bin/python3 wanted stamp="$ZERO3_ORACLE_VENV/zero3-oracle.stamp"
   wanted="$("$python" -VV 2>/dev/null | head -1) ${ZERO3_ORACLE_PINS[*]}"
-  # The stamp is written only after the imports worked; checking it imports nothing.
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$ZERO3_ORACLE_VENV/bin/python" ]; then
-    return 0
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    if [ ! -x "$python" ] || ! "$python" -c 'import torch' 2>/dev/null; then
+      zero3_venv_log "the oracle needs Debian's python3 with python3-torch (apt-get install python3-torch)"
+      return 1
+    fi
+    if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
+      zero3_venv_log "the oracle venv needs python3-venv (apt-get install python3-venv)"
+      return 1
+    fi
   fi
-  if [ ! -x "$python" ] || ! "$python" -c 'import torch' 2>/dev/null; then
-    zero3_oracle_log "the oracle needs Debian's python3 with python3-torch (apt-get install python3-torch)"
-    return 1
-  fi
-  if ! "$python" -c 'import ensurepip, venv' 2>/dev/null; then
-    zero3_oracle_log "the oracle venv needs python3-venv (apt-get install python3-venv)"
-    return 1
-  fi
-  if [ -e "$ZERO3_ORACLE_VENV" ] && [ ! -f "$ZERO3_ORACLE_VENV/pyvenv.cfg" ]; then
-    zero3_oracle_log "$ZERO3_ORACLE_VENV exists and is not a virtualenv; remove it or set ZERO3_ORACLE_VENV"
-    return 1
-  fi
-  mkdir -p "$(dirname "$ZERO3_ORACLE_VENV")"
-  rm -rf "$ZERO3_ORACLE_VENV"  # rebuilt whole: a stale or half-installed venv is never patched
-  if ! "$python" -m venv --system-site-packages "$ZERO3_ORACLE_VENV" >"$log" 2>&1 ||
-     ! "$ZERO3_ORACLE_VENV/bin/python" -m pip install --quiet --no-deps --disable-pip-version-check \
-         "${ZERO3_ORACLE_PINS[@]}" >>"$log" 2>&1; then
-    tail -20 "$log" >&2
-    zero3_oracle_log "installing the oracle venv ($ZERO3_ORACLE_VENV) failed; full log: $log"
-    rm -rf "$ZERO3_ORACLE_VENV"
-    return 1
-  fi
-  if ! zero3_oracle_venv_works; then
-    "$ZERO3_ORACLE_VENV/bin/python" -c 'import torch; print("torch from", torch.__file__)
-from transformers import GPT2LMHeadModel' >&2
-    zero3_oracle_log "the oracle venv ($ZERO3_ORACLE_VENV) was installed," \
-      "but transformers does not import over Debian's torch"
-    return 1
-  fi
-  echo "$wanted" >"$stamp"
-  rm -f "$log"
+  zero3_venv_ensure "the oracle venv" "$ZERO3_ORACLE_VENV" "$stamp" "$wanted" \
+    fresh zero3_oracle_venv_create zero3_oracle_venv_works zero3_oracle_venv_explain
 }
