@@ -91,7 +91,7 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
 // strictly inside the world, where the HSDP and hpZ bugs live, count twice. hpZ is drawn only where
 // such a block exists (W = 4, 6, 8, ...; at a prime W its only block is the flat one), and then
 // twice as often as HSDP, as its bug also needs a second step and a parameter gathered again in
-// backward. Every group draw is one fewer flat stage-3 case for the other levers' bugs: the README's
+// backward. Every group draw is one fewer flat stage-3 case for the other levers' bugs: props/README.md's
 // injection table (zero3 fuzz --injection-table) shows each still caught.
 void draw_groups(int world, ZeroConfig& zero) {
   if (world < 2) return;

@@ -1,7 +1,7 @@
 // The mutation score as a table: each injection fuzzed with several seeds, which property caught
 // it, at which case, how small the counterexample shrank, and whether anything failed without the
 // injection or only because the harness threw. `zero3 fuzz --injection-table` prints it (the
-// README's table is pasted from that output) and props/injections_test.cc asserts on it.
+// props/README.md's table is pasted from that output) and props/injections_test.cc asserts on it.
 //
 //   const InjectionTable table = run_injection_table({.seeds = {1, 2, 3}});
 //   std::fputs(injection_table_markdown(table).c_str(), stdout);

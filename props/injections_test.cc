@@ -22,7 +22,7 @@ namespace {
 constexpr int64_t kCasesPerProperty = 500;
 constexpr uint64_t kSeed = 20240601;
 
-// The property expected to catch each injection (the README's table, from `zero3 fuzz
+// The property expected to catch each injection (props/README.md's table, from `zero3 fuzz
 // --injection-table`): the fuzzer runs the properties in order and stops at the first counterexample,
 // so this is the first property whose cases expose the bug. invalidate-without-wait needs a
 // rank-divergent case for one seed and an SPMD one for another, so either property may find it.

@@ -1,7 +1,7 @@
 // How each placeholder policy fails when a raw handle reads a parameter that is not gathered:
 // broadcast-trap cases, each run under the three policies, counted only where the trap was
 // reached (the engine saw a placeholder read). `zero3 fuzz --placeholder-rates` prints the table;
-// the README's figures are its output and props/injections_test.cc asserts on it.
+// props/README.md's figures are its output and props/injections_test.cc asserts on it.
 //
 //   const PlaceholderRates rates = measure_placeholder_rates({.cases = 1000, .seed = 1});
 //   std::fputs(placeholder_rates_table(rates).c_str(), stdout);

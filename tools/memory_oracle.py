@@ -6,7 +6,7 @@ tools/record_memory_trace.py and rescaled to each shape. Needs torch >= 2.5 (too
 
     memory_oracle.py gpt2-124m --batch 4 --seq-len 1024 [--checkpoint Block]   # one run, JSON
     memory_oracle.py --fsdp2 llama-1.3b --batch 1 --seq-len 4096 --world 8       # FSDPMemTracker
-    memory_oracle.py --table                                                      # the README table
+    memory_oracle.py --table                                                      # traces/README.md's table
 
 MemTracker (torch.distributed._tools.mem_tracker) categorizes every storage an op makes: ACT in
 forward (and in a checkpointed module's recomputation), TEMP in backward, GRAD once a parameter's
@@ -360,7 +360,7 @@ def main(argv=None):
                         help="also record the model once (batch 1) and give the reference model's peak")
     parser.add_argument("--fsdp2", action="store_true", help="run FSDP2 under FSDPMemTracker instead")
     parser.add_argument("--world", type=int, default=8)
-    parser.add_argument("--table", action="store_true", help="print the README table (minutes)")
+    parser.add_argument("--table", action="store_true", help="print traces/README.md's table (minutes)")
     parser.add_argument("--fsdp2-table", action="store_true",
                         help="print the per-rank table against FSDP2's tracker at --world ranks (needs --zero3)")
     parser.add_argument("--zero3", help="with --table: the zero3 binary, whose replay gives the replay column "

@@ -13,7 +13,7 @@
   * a script that does not reproduce its answer is not kept (verify_repro removes it, says why);
   * reference_disagreement and reference_error verdicts get no script (Unsupported);
   * at most 60 lines (LINE_CAP, the issue's bound for a shrunk case) for every script this test
-    runs, every README shrunk finding's (shrunk_findings, every target and verdict kind), and
+    runs, every shrunk finding's of traces/findings/HISTORY.md (shrunk_findings, every target and verdict kind), and
     every script of a generated shrunk case of at most 4 layers, nested ones counted (the sweep:
     random cases x targets x expectations; larger cases, 5-8 layers, only print their counts);
     every swept script compiles and keeps its lines within 120 characters.
@@ -465,7 +465,7 @@ def sweep_lines(cases, work, count=300, seed=1):
 
 
 def shrunk_findings():
-    """The shrunk cases of README's finding tables (DeepSpeed 0.19.8 and FSDP2, torch 2.15.0), as
+    """The shrunk cases of the finding tables in traces/findings/HISTORY.md (DeepSpeed 0.19.8 and FSDP2, torch 2.15.0), as
     (target, signature, input width, layers, W, leaf modules, raw access)."""
     def scale(*shape):
         return {"type": "scale", "shape": list(shape)}
@@ -515,7 +515,7 @@ def shrunk_findings():
 
 
 def shrunk_lines(cases, work):
-    """The line counts of README's shrunk findings' scripts (written, not run): (lines, target,
+    """The line counts of those shrunk findings' scripts (written, not run): (lines, target,
     signature) of each finding as found, and the worst of its model under every other target and
     verdict kind (those a target can write: DeepSpeed refuses HSDP and a missing moe leaf)."""
     from zero3py.runners.case import default_settings
@@ -611,13 +611,13 @@ def main():
                                 f"layers (the cap is {LINE_CAP}): {longest[True][1]}")
             shrunk = shrunk_lines(cases, work)
             found, every = shrunk[0::2], shrunk[1::2]
-            print(f"  README's {len(found)} shrunk findings: {sum(n <= LINE_CAP for n, _, _ in found)} within "
+            print(f"  HISTORY.md's {len(found)} shrunk findings: {sum(n <= LINE_CAP for n, _, _ in found)} within "
                   f"{LINE_CAP} lines, the longest {max(found)}; " + ", ".join(f"{n}" for n, _, _ in found), flush=True)
             print(f"    their models under every target and kind: the longest of each " + ", ".join(
                 f"{n}" for n, _, _ in every) + f"; overall {max(every)}", flush=True)
             for lines, target, signature in shrunk:
                 if lines > LINE_CAP:
-                    failures.append(f"README's shrunk finding ({target}, {signature}): {lines} lines (the cap is "
+                    failures.append(f"HISTORY.md's shrunk finding ({target}, {signature}): {lines} lines (the cap is "
                                     f"{LINE_CAP})")
         check_cases(cases, runner, wanted, failures, report, counts, work, args.python)
     finally:
