@@ -94,6 +94,11 @@ std::vector<Bug> all_bugs();
 // Throws InputError listing the known names when `name` is not one.
 Bug parse_bug(const std::string& name);
 
+// What the padding bugs (padding_uninitialized, grad_padding_uninitialized) leave where zeros
+// belong: a value that differs by rank, as uninitialised memory would, so sums over the ranks
+// carry it visibly instead of cancelling.
+inline float uninitialized_padding_value(int rank) { return 3.0f + static_cast<float>(rank); }
+
 class BugInjections {
  public:
   bool on(Bug bug) const { return bits_.test(static_cast<size_t>(bug)); }

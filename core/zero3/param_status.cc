@@ -1,4 +1,4 @@
-// The legal-transition table of the parameter lifecycle.
+// The legal-transition table of the parameter lifecycle, and the running totals by status.
 #include "core/zero3/param_status.h"
 
 #include "core/base/errors.h"
@@ -31,6 +31,57 @@ void transition(ParamStatus& status, ParamStatus to, const TransitionSite& site)
                            " at step " + std::to_string(site.step) + " in module '" + site.module + "'");
   }
   status = to;
+}
+
+void StatusTotals::move(ParamStatus from, ParamStatus to, int64_t numel) {
+  if (from == ParamStatus::inflight) {
+    --inflight_params;
+    inflight_elements -= numel;
+  }
+  if (from == ParamStatus::available) {
+    --available_params;
+    live_elements -= numel;
+  }
+  if (to == ParamStatus::inflight) {
+    ++inflight_params;
+    inflight_elements += numel;
+  }
+  if (to == ParamStatus::available) {
+    ++available_params;
+    live_elements += numel;
+  }
+}
+
+namespace {
+
+// One status's pair of totals against a parameter of `numel` elements that is (`holds`) or is not
+// in that status; "" when they agree.
+std::string pair_problem(const char* name, int64_t params, int64_t elements, bool holds, int64_t numel) {
+  std::string problem;
+  if (params < 0 || elements < 0) {
+    problem = "below zero";
+  } else if (params == 0 && elements != 0) {
+    // A zero-sized parameter counts a parameter with no elements; elements with no parameter, never.
+    problem = "elements with no parameter";
+  } else if (holds && (params < 1 || elements < numel)) {
+    problem = "they do not count this parameter's " + std::to_string(numel) + " elements";
+  } else {
+    return problem;
+  }
+  return std::string(name) + " totals " + std::to_string(params) + " parameters, " + std::to_string(elements) +
+         " elements: " + problem;
+}
+
+}  // namespace
+
+std::string totals_problem(const StatusTotals& totals, ParamStatus status, int64_t numel) {
+  std::string problem = pair_problem("in-flight", totals.inflight_params, totals.inflight_elements,
+                                     status == ParamStatus::inflight, numel);
+  if (problem.empty()) {
+    problem = pair_problem("live", totals.available_params, totals.live_elements,
+                           status == ParamStatus::available, numel);
+  }
+  return problem;
 }
 
 }  // namespace zero3

@@ -1,4 +1,6 @@
-// Only the three lifecycle transitions are legal; anything else is an error naming its site.
+// Only the three lifecycle transitions are legal; anything else is an error naming its site. The
+// running totals by status move with each transition and say what is wrong when they cannot hold
+// a parameter in its status.
 #include "core/zero3/param_status.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +36,53 @@ TEST(ParamStatus, IllegalTransitionNamesParameterRankStepAndModule) {
     EXPECT_NE(text.find("'h.0.attn'"), std::string::npos);
   }
   EXPECT_EQ(status, ParamStatus::not_available);
+}
+
+// A gathered, then released, 6-element parameter and a zero-sized one: each step's totals count
+// both in their statuses, and hold each side of every change.
+TEST(StatusTotals, EachTransitionMovesOneParameterAndItsElements) {
+  StatusTotals totals;
+  const auto move_both = [&](ParamStatus from, ParamStatus to) {
+    EXPECT_EQ(totals_problem(totals, from, 6), "");
+    EXPECT_EQ(totals_problem(totals, from, 0), "");
+    totals.move(from, to, 6);
+    totals.move(from, to, 0);
+    EXPECT_EQ(totals_problem(totals, to, 6), "");
+    EXPECT_EQ(totals_problem(totals, to, 0), "");
+  };
+  move_both(ParamStatus::not_available, ParamStatus::inflight);
+  EXPECT_EQ(totals.inflight_params, 2);
+  EXPECT_EQ(totals.inflight_elements, 6);
+  move_both(ParamStatus::inflight, ParamStatus::available);
+  EXPECT_EQ(totals.inflight_params, 0);
+  EXPECT_EQ(totals.inflight_elements, 0);
+  EXPECT_EQ(totals.available_params, 2);
+  EXPECT_EQ(totals.live_elements, 6);
+  move_both(ParamStatus::available, ParamStatus::not_available);
+  EXPECT_EQ(totals.available_params, 0);
+  EXPECT_EQ(totals.live_elements, 0);
+}
+
+TEST(StatusTotals, TotalsThatDoNotCountAParameterInItsStatusAreAProblemNamingThem) {
+  const StatusTotals none;
+  EXPECT_EQ(totals_problem(none, ParamStatus::available, 6),
+            "live totals 0 parameters, 0 elements: they do not count this parameter's 6 elements");
+  EXPECT_EQ(totals_problem(none, ParamStatus::inflight, 0),
+            "in-flight totals 0 parameters, 0 elements: they do not count this parameter's 0 elements");
+  EXPECT_EQ(totals_problem(none, ParamStatus::not_available, 6), "");
+}
+
+TEST(StatusTotals, ReleasingWhatWasNeverCountedTakesTheTotalsBelowZeroAndIsAProblem) {
+  StatusTotals totals;
+  totals.move(ParamStatus::available, ParamStatus::not_available, 6);
+  EXPECT_EQ(totals_problem(totals, ParamStatus::not_available, 6),
+            "live totals -1 parameters, -6 elements: below zero");
+}
+
+TEST(StatusTotals, ElementsCountedWithNoParameterAreAProblem) {
+  const StatusTotals stray{.inflight_params = 0, .inflight_elements = 5};
+  EXPECT_EQ(totals_problem(stray, ParamStatus::not_available, 6),
+            "in-flight totals 0 parameters, 5 elements: elements with no parameter");
 }
 
 }  // namespace

@@ -15,64 +15,113 @@
 
 namespace zero3 {
 
+namespace {
+
+// How many fetch events past the current one each fetch looks at to prefetch, besides the element
+// budgets (prefetch_bucket_size, max_live_parameters): it bounds how far ahead gathers run and the
+// trace walked at every fetch. It decides which gathers are issued early, never a gathered value.
+// Eight since the engine's first version, with no recorded reason or measurement behind it.
+constexpr size_t kPrefetchLookaheadEvents = 8;
+
+// f32 tensors of one trained parameter's optimizer shard: the master and AdamW's two moments (a
+// frozen one keeps its master only).
+constexpr int64_t kAdamWShardTensors = 3;
+
+}  // namespace
+
 Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator, Kernels& kernels,
                          const TrainConfig& config, BugInjections bugs)
     : model_(model), comm_(comm), allocator_(allocator), kernels_(kernels), config_(config), bugs_(bugs),
       compute_dtype_(config.bf16 ? DType::bf16 : DType::f32),
       device_(model.device().kind == DeviceKind::meta ? Device::meta : kernels.device()) {
-  split_into_groups();
+  split_into_groups();  // first: the shards are cut over the group it picks
+  shard_parameters();
+  // The first placement is setup, not a step's traffic.
+  counters_.device_to_host_bytes = counters_.host_to_device_bytes = 0;
+  const std::vector<const Module*> modules = all_modules();
+  measure_largest_module(modules);
+  find_outermost_leaves(modules);
+  assign_parameters_to_leaves(modules);
+}
+
+void Zero3Engine::shard_parameters() {
   const int world = shard_comm().world();
   const int shard_rank = shard_comm().rank();
   for (Parameter* param : model_.parameters()) {
-    ZERO3_CHECK(param->data.defined(), "initialise '" + param->name() + "' before sharding");
-    if (param->data.is_meta()) device_ = Device::meta;
-    auto state = std::make_unique<ParamState>();
-    state->param = param;
-    state->numel = param->numel();
-    // The model was initialised on the host; this rank's part of it moves to the device.
-    Tensor host_shard =
-        make_shard(cpu_kernels(), param->data.to_dtype(DType::f32).reshape({param->numel()}), world, shard_rank);
-    if (bugs_.on(Bug::padding_uninitialized) && !host_shard.is_meta()) {
-      const int64_t owned = shard_range(param->numel(), world, shard_rank).owned();
-      cpu_kernels().fill_range(host_shard, owned, host_shard.numel() - owned, 3.0f + static_cast<float>(comm_.rank()));
-    }
-    state->frozen = !param->requires_grad();
-    const int64_t shard_elements = shard_numel(state->numel, world);
-    Kernels& optimizer = optimizer_kernels();
-    if (state->frozen) {
-      state->slot.master = optimizer.to_device(host_shard);
-    } else {
-      state->slot = make_optimizer_slot(optimizer, optimizer.to_device(host_shard));
-      state->grad_shard = Tensor::zeros({shard_elements}, DType::f32, device_);
-    }
-    refresh_shard(*state);
-    // Stages 1 and 2 replicate every parameter: each is gathered once and kept, as ZeRO-3 keeps a
-    // parameter under the persistence threshold, and refreshed by an all-gather after the step.
-    state->persistent = config_.zero.stage < 3 || state->numel <= config_.zero.persistence_threshold;
-    allocator_.acquire(offloads_params() ? MemoryCategory::host_param_shard : MemoryCategory::param_shard,
-                       shard_elements * dtype_bytes(compute_dtype_), param->name());
-    // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient: a shard,
-    // or under stage 1 the whole all-reduced gradient every rank holds.
-    allocator_.acquire(offloads_optimizer() ? MemoryCategory::host_optimizer_state : MemoryCategory::optimizer_state,
-                       (state->frozen ? 1 : 3) * shard_elements * 4, param->name());
-    if (!state->frozen) {
-      const int64_t grad_elements = config_.zero.stage == 1 ? state->numel : shard_elements;
-      allocator_.acquire(MemoryCategory::grad_shard, grad_elements * 4, param->name());
-    }
+    std::unique_ptr<ParamState> state = shard_parameter(*param, world, shard_rank);
+    account_shard_memory(*state, world);
     // The engine owns the value from now on; the full tensor is dropped so nothing can read it.
     param->data = placeholder(*state);
+    numel_by_id_.push_back(state->numel);
     states_.push_back(std::move(state));
   }
-  // The first placement is setup, not a step's traffic.
-  counters_.device_to_host_bytes = counters_.host_to_device_bytes = 0;
+}
+
+std::unique_ptr<Zero3Engine::ParamState> Zero3Engine::shard_parameter(Parameter& param, int world, int shard_rank) {
+  ZERO3_CHECK(param.data.defined(), "initialise '" + param.name() + "' before sharding");
+  if (param.data.is_meta()) device_ = Device::meta;
+  auto state = std::make_unique<ParamState>();
+  state->param = &param;
+  state->numel = param.numel();
+  // The model was initialised on the host; this rank's part of it moves to the device.
+  Tensor host_shard =
+      make_shard(cpu_kernels(), param.data.to_dtype(DType::f32).reshape({param.numel()}), world, shard_rank);
+  if (bugs_.on(Bug::padding_uninitialized) && !host_shard.is_meta()) {
+    const int64_t owned = shard_range(param.numel(), world, shard_rank).owned();
+    cpu_kernels().fill_range(host_shard, owned, host_shard.numel() - owned, uninitialized_padding_value(comm_.rank()));
+  }
+  state->frozen = !param.requires_grad();
+  Kernels& optimizer = optimizer_kernels();
+  if (state->frozen) {
+    state->slot.master = optimizer.to_device(host_shard);
+  } else {
+    state->slot = make_optimizer_slot(optimizer, optimizer.to_device(host_shard));
+    state->grad_shard = Tensor::zeros({shard_numel(state->numel, world)}, DType::f32, device_);
+  }
+  refresh_shard(*state);
+  // Stages 1 and 2 replicate every parameter: each is gathered once and kept, as ZeRO-3 keeps a
+  // parameter under the persistence threshold, and refreshed by an all-gather after the step.
+  state->persistent = config_.zero.stage < 3 || state->numel <= config_.zero.persistence_threshold;
+  return state;
+}
+
+void Zero3Engine::account_shard_memory(const ParamState& state, int world) {
+  const std::string& name = state.param->name();
+  const int64_t shard_elements = shard_numel(state.numel, world);
+  const int64_t f32_bytes = dtype_bytes(DType::f32);
+  allocator_.acquire(offloads_params() ? MemoryCategory::host_param_shard : MemoryCategory::param_shard,
+                     shard_elements * dtype_bytes(compute_dtype_), name);
+  // f32 master, and for a trained parameter the two AdamW moments and the f32 gradient: a shard,
+  // or under stage 1 the whole all-reduced gradient every rank holds.
+  allocator_.acquire(offloads_optimizer() ? MemoryCategory::host_optimizer_state : MemoryCategory::optimizer_state,
+                     (state.frozen ? 1 : kAdamWShardTensors) * shard_elements * f32_bytes, name);
+  if (!state.frozen) {
+    const int64_t grad_elements = config_.zero.stage == 1 ? state.numel : shard_elements;
+    allocator_.acquire(MemoryCategory::grad_shard, grad_elements * f32_bytes, name);
+  }
+}
+
+std::vector<const Module*> Zero3Engine::all_modules() const {
+  // Breadth first from the root: parents before their children.
   std::vector<const Module*> modules = {&model_.root()};
   for (size_t i = 0; i < modules.size(); ++i) {
-    int64_t own = 0;
-    for (const auto& param : modules[i]->parameters()) own += param->numel();
-    largest_module_elements_ = std::max(largest_module_elements_, own);
     for (const auto& child : modules[i]->children()) modules.push_back(child.get());
+  }
+  return modules;
+}
+
+void Zero3Engine::measure_largest_module(const std::vector<const Module*>& modules) {
+  for (const Module* module : modules) {
+    int64_t own = 0;
+    for (const auto& param : module->parameters()) own += param->numel();
+    largest_module_elements_ = std::max(largest_module_elements_, own);
+  }
+}
+
+void Zero3Engine::find_outermost_leaves(const std::vector<const Module*>& modules) {
+  for (const Module* module : modules) {
     for (const std::string& leaf : config_.zero.leaf_modules) {
-      if (leaf == modules[i]->type() || leaf == modules[i]->name()) leaves_.insert(modules[i]);
+      if (leaf == module->type() || leaf == module->name()) leaves_.insert(module);
     }
   }
   // A leaf inside another leaf adds nothing (the outer one gathers and reduces it already) and
@@ -82,6 +131,9 @@ Zero3Engine::Zero3Engine(Model& model, Communicator& comm, Allocator& allocator,
     for (const Module* up = (*it)->parent(); up && !nested; up = up->parent()) nested = leaves_.count(up) > 0;
     it = nested ? leaves_.erase(it) : std::next(it);
   }
+}
+
+void Zero3Engine::assign_parameters_to_leaves(const std::vector<const Module*>& modules) {
   // Each parameter under a leaf remembers its outermost leaf: its gradient is ready only once that
   // leaf's backward is done, whatever other modules use it and whichever experts this rank ran.
   for (const Module* module : modules) {
@@ -118,19 +170,25 @@ CallSite Zero3Engine::call_site(const std::string& module, const std::vector<Par
   return call;
 }
 
-void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::string& module) {
+void Zero3Engine::move_status(ParamState& state, ParamStatus to, const std::string& module, Tensor full,
+                              PendingGather* gather) {
   const ParamStatus from = state.status;
-  transition(state.status, to, site(state, module));
-  // The one place the in-flight count follows the statuses, so no path (a throw midway, a bug
+  check_param_side(state, from, to, module, Side::before);
+  transition(state.status, to, site(state, module));  // `from` is what `to` requires: the legal table
+  // Status, tensor, gather and totals change together here, so no path (a throw midway, a bug
   // injection) can leave them apart.
-  if (from == ParamStatus::inflight) inflight_elements_ -= state.numel;
-  if (to == ParamStatus::inflight) inflight_elements_ += state.numel;
+  state.full = std::move(full);
+  state.pending = gather;
+  count_transition(from, to, state.numel);
+  check_param_side(state, from, to, module, Side::after);
   if (observer_) observer_->on_transition(*state.param, from, to, module);
 }
 
-void Zero3Engine::account_live(int64_t delta) {
-  live_elements_ += delta;
-  counters_.live_elements_peak = std::max(counters_.live_elements_peak, live_elements_ + inflight_elements_);
+void Zero3Engine::count_transition(ParamStatus from, ParamStatus to, int64_t numel) {
+  totals_.move(from, to, numel);
+  // The peak counts in-flight buffers too: they are allocated when the gather is issued.
+  counters_.live_elements_peak =
+      std::max(counters_.live_elements_peak, totals_.live_elements + totals_.inflight_elements);
 }
 
 bool Zero3Engine::is_leaf(const Module& module) const { return leaves_.count(&module) > 0; }
@@ -197,10 +255,8 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
   for (ParamState* state : params) {
     if (offloads_params() && !from_secondary) uploaded.push_back(up(state->shard));
     shards.push_back(from_secondary ? &state->secondary : offloads_params() ? &uploaded.back() : &state->shard);
-    move_status(*state, ParamStatus::inflight, module.display_name());
-    state->pending = pending.get();
+    move_status(*state, ParamStatus::inflight, module.display_name(), Tensor(), pending.get());
   }
-  account_live(0);  // the peak counts the buffers just issued
   pending->layout.pack_shards(kernels_, shards, pending->send);
   pending->work = comm.all_gather_async(pending->send, pending->world_buffer,
                                          call_site(module.display_name(), params, engine_phase_label(phase_)));
@@ -222,13 +278,10 @@ void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
     ParamState& state = *pending.params[i];
     Tensor full = Tensor::zeros({state.numel}, compute_dtype_, device_);
     pending.layout.unpack_full(kernels_, pending.world_buffer, i, full);
-    state.full = full.reshape(state.param->shape());
-    state.pending = nullptr;
+    move_status(state, ParamStatus::available, "<gather>", full.reshape(state.param->shape()), nullptr);
     if (!pending.from_secondary) keep_secondary(state);
-    move_status(state, ParamStatus::available, "<gather>");
     ctx.set_param_value(*state.param, state.full);
     allocator_.acquire(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_), state.param->name());
-    account_live(state.numel);
     counters_.gathered_elements += state.numel;
   }
   pending_.erase(it);
@@ -290,8 +343,8 @@ void Zero3Engine::prefetch_after(Module& module) {
   if (!config_.zero.overlap_comm || bugs_.on(Bug::prefetch_silently_off)) return;
   int64_t budget = config_.zero.prefetch_bucket_elements;
   // Counted as the live elements are, without the buckets' padding.
-  int64_t inflight = inflight_elements_;
-  for (const FetchEvent* event : trace_.upcoming(8)) {
+  int64_t inflight = totals_.inflight_elements;
+  for (const FetchEvent* event : trace_.upcoming(kPrefetchLookaheadEvents)) {
     std::vector<ParamState*> to_prefetch;
     int64_t elements = 0;
     for (int64_t id : event->param_ids) {
@@ -301,7 +354,7 @@ void Zero3Engine::prefetch_after(Module& module) {
       elements += state->numel;
     }
     if (to_prefetch.empty()) continue;
-    if (elements > budget || live_elements_ + inflight + elements > config_.zero.max_live_elements) break;
+    if (elements > budget || totals_.live_elements + inflight + elements > config_.zero.max_live_elements) break;
     issue_gather(module, to_prefetch);
     budget -= elements;
     inflight += elements;
@@ -330,27 +383,22 @@ void Zero3Engine::invalidate_trace(Context& ctx, Module& module) {
 }
 
 void Zero3Engine::release(Context& ctx, ParamState& state, Module& module) {
-  const bool was_available = state.status == ParamStatus::available;
-  move_status(state, ParamStatus::not_available, module.display_name());
-  state.full = Tensor();
+  // Only AVAILABLE -> NOT_AVAILABLE is legal (move_status throws otherwise), so what is released
+  // here was always gathered and counted.
+  move_status(state, ParamStatus::not_available, module.display_name(), Tensor(), nullptr);
   ctx.set_param_value(*state.param, placeholder(state));
-  if (was_available) {
-    allocator_.release(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_));
-    account_live(-state.numel);
-  }
+  allocator_.release(MemoryCategory::gathered_param, state.numel * dtype_bytes(compute_dtype_));
 }
 
 void Zero3Engine::release_unused_after(Context& ctx, Module& module, const std::vector<ParamState*>& params) {
   if (bugs_.on(Bug::never_release)) return;
-  std::vector<int64_t> numel_by_id;
-  for (const auto& state : states_) numel_by_id.push_back(state->numel);
   for (ParamState* state : params) {
     if (state->status != ParamStatus::available || state->persistent) continue;
     if (state->active_uses > 0 && !bugs_.on(Bug::release_while_in_use)) continue;
     // Keep a parameter the trace says comes back soon, while the live budget allows.
-    const int64_t distance = trace_.reuse_distance(state->param->id(), numel_by_id);
+    const int64_t distance = trace_.reuse_distance(state->param->id(), numel_by_id_);
     if (distance >= 0 && distance <= config_.zero.max_reuse_distance &&
-        live_elements_ <= config_.zero.max_live_elements) {
+        totals_.live_elements <= config_.zero.max_live_elements) {
       continue;
     }
     release(ctx, *state, module);

@@ -39,6 +39,8 @@
 
 namespace zero3 {
 
+class BucketLayout;
+
 struct EngineCounters {
   int64_t gathers = 0;               // all-gather collectives issued (buckets)
   int64_t secondary_gathers = 0;     // hpZ: of those, gathered inside the block from secondary shards
@@ -112,7 +114,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   bool is_persistent(const Parameter& param) const;
   const OptimizerSlot& slot(const Parameter& param) const;   // this rank's f32 master shard
   const EngineCounters& counters() const { return counters_; }
-  int64_t live_elements() const { return live_elements_; }
+  int64_t live_elements() const { return totals_.live_elements; }
   int64_t largest_module_elements() const { return largest_module_elements_; }
   int world() const { return comm_.world(); }
   // The ranks parameters are sharded over: HSDP's block, else the world.
@@ -142,9 +144,18 @@ class Zero3Engine : public ModuleHooks, public Trainer {
  private:
   struct ParamState;
   struct PendingGather;
-  // sim/zero3_engine_assertions_test.cc: puts the engine in states no public call sequence reaches
+  // sim/engine_tests/zero3_engine_assertions_test.cc: puts the engine in states no public call sequence reaches
   // (a stale gather, a miscounted live total) to show that each invariant check fires.
   friend struct EngineInvariantProbe;
+
+  // Construction, in its order.
+  void shard_parameters();
+  std::unique_ptr<ParamState> shard_parameter(Parameter& param, int world, int shard_rank);
+  void account_shard_memory(const ParamState& state, int world);
+  std::vector<const Module*> all_modules() const;
+  void measure_largest_module(const std::vector<const Module*>& modules);
+  void find_outermost_leaves(const std::vector<const Module*>& modules);
+  void assign_parameters_to_leaves(const std::vector<const Module*>& modules);
 
   // Lifecycle.
   void fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted);
@@ -165,7 +176,14 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   void note_gradients_ready(Context& ctx, Module& module);
   void account_full_grad(Context& ctx, ParamState& state);
   void release_full_grad(Context& ctx, ParamState& state);
+  // flush_reduce_bucket in its order: lay the bucket out, pack and drop its full gradients, reduce
+  // the packed buffer across ranks, add each parameter's reduced block into its gradient shard.
   void flush_reduce_bucket(Context& ctx);
+  void order_reduce_bucket_by_id();
+  BucketLayout reduce_bucket_layout() const;
+  Tensor pack_reduce_bucket(Context& ctx, const BucketLayout& layout);
+  Tensor reduce_packed_bucket(Context& ctx, const BucketLayout& layout, Tensor& world_buffer);
+  void accumulate_reduced_bucket(Context& ctx, const BucketLayout& layout, const Tensor& block);
   float global_grad_norm(int64_t step);
   void optimizer_step(Context& ctx, int64_t step, float clip);
 
@@ -192,12 +210,18 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   Device data_device() const { return device_ == Device::meta ? Device::cpu : device_; }
   TransitionSite site(const ParamState& state, const std::string& module) const;
   CallSite call_site(const std::string& module, const std::vector<ParamState*>& params, const char* phase) const;
-  void account_live(int64_t delta);
-  void move_status(ParamState& state, ParamStatus to, const std::string& module);
+  // The one place a parameter's status changes, and with it its full tensor (held exactly while
+  // AVAILABLE), its gather (pointed at exactly while INFLIGHT) and the totals; both sides are
+  // checked (check_param_side).
+  void move_status(ParamState& state, ParamStatus to, const std::string& module, Tensor full, PendingGather* gather);
+  void count_transition(ParamStatus from, ParamStatus to, int64_t numel);
 
   // Invariants, checked in every run (zero3_engine_checks.cc).
   void enter_call(EngineCall call) { phase_ = phase_after(phase_, call, comm_.rank(), step_); }
   [[noreturn]] void fail_invariant(const std::string& what) const;
+  enum class Side : uint8_t { before, after };
+  void check_param_side(const ParamState& state, ParamStatus from, ParamStatus to, const std::string& module,
+                        Side side) const;
   void check_gather_bucket_order(const Module& module, const std::vector<ParamState*>& params) const;
   void check_reduce_bucket_unreduced() const;
   void check_micro_step_boundary(Context& ctx) const;
@@ -220,6 +244,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   int64_t micro_losses_recorded_ = 0;
 
   std::vector<std::unique_ptr<ParamState>> states_;                 // by parameter id
+  std::vector<int64_t> numel_by_id_;  // every parameter's elements, for the trace's reuse distances
   std::map<const Module*, std::vector<ParamState*>> externals_;      // registered external uses
   std::vector<std::unique_ptr<PendingGather>> pending_;              // in-flight gathers
   // (module, invocation) → parameters it used in forward; drives gradient readiness.
@@ -231,8 +256,7 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   std::vector<ParamState*> reduce_bucket_;                           // ready, not yet reduced
   FetchTrace trace_;
   EngineCounters counters_;
-  int64_t live_elements_ = 0;
-  int64_t inflight_elements_ = 0;  // elements of issued gathers not yet completed
+  StatusTotals totals_;  // parameters and elements by status, moved by move_status only
   int64_t largest_module_elements_ = 0;
   EngineObserver* observer_ = nullptr;
   std::set<const Module*> leaves_;

@@ -15,7 +15,7 @@ struct Zero3Engine::ParamState {
   Tensor shard;            // this rank's partition in the compute dtype, zero padded
   OptimizerSlot slot;      // f32 master shard and AdamW moments
   Tensor grad_shard;       // f32, accumulated over micro-steps
-  Tensor full;             // the gathered value while AVAILABLE
+  Tensor full;             // the gathered value, exactly while AVAILABLE (set by move_status only)
   Tensor secondary;        // hpZ: this rank's shard of the gathered value over its block, until the step ends
   ParamStatus status = ParamStatus::not_available;
   bool persistent = false;
@@ -27,7 +27,7 @@ struct Zero3Engine::ParamState {
   bool reduced = false;         // its gradient was reduce-scattered this micro-step
   int64_t grad_bytes = 0;       // its full gradient, counted as `grad` from backward to reduction
   const Module* leaf = nullptr;  // the outermost leaf module containing its owner, if any
-  PendingGather* pending = nullptr;
+  PendingGather* pending = nullptr;  // its gather, exactly while INFLIGHT (set by move_status only)
 };
 
 // A frozen parameter's slot as checkpoints and full states carry it: its master, and zeros for the

@@ -135,29 +135,49 @@ void Zero3Engine::release_full_grad(Context& ctx, ParamState& state) {
 
 void Zero3Engine::flush_reduce_bucket(Context& ctx) {
   if (reduce_bucket_.empty()) return;
-  // Ordered by id, so every rank lays the bucket out identically whatever order hooks fired in.
-  if (!bugs_.on(Bug::bucket_order_by_arrival)) {
-    std::sort(reduce_bucket_.begin(), reduce_bucket_.end(),
-              [](const ParamState* a, const ParamState* b) { return a->param->id() < b->param->id(); });
-  }
+  order_reduce_bucket_by_id();
   check_reduce_bucket_unreduced();
+  const BucketLayout layout = reduce_bucket_layout();
+  Tensor world_buffer = pack_reduce_bucket(ctx, layout);
+  const Tensor block = reduce_packed_bucket(ctx, layout, world_buffer);
+  accumulate_reduced_bucket(ctx, layout, block);
+  reduce_bucket_.clear();
+}
+
+void Zero3Engine::order_reduce_bucket_by_id() {
+  // Every rank lays the bucket out identically whatever order hooks fired in.
+  if (bugs_.on(Bug::bucket_order_by_arrival)) return;
+  std::sort(reduce_bucket_.begin(), reduce_bucket_.end(),
+            [](const ParamState* a, const ParamState* b) { return a->param->id() < b->param->id(); });
+}
+
+BucketLayout Zero3Engine::reduce_bucket_layout() const {
   std::vector<BucketEntry> entries;
-  std::vector<Tensor> grads;
   for (const ParamState* state : reduce_bucket_) {
     entries.push_back({.param_id = state->param->id(), .numel = state->numel});
+  }
+  return BucketLayout(entries, shard_comm().world());
+}
+
+Tensor Zero3Engine::pack_reduce_bucket(Context& ctx, const BucketLayout& layout) {
+  std::vector<Tensor> grads;
+  for (const ParamState* state : reduce_bucket_) {
     const Tensor grad = ctx.param_grad(*state->param);
     // Packing only reads the gradients: an f32 one is used as it is, a bf16 one is cast first.
     Tensor f32_grad = !grad.defined() || grad.dtype() == DType::f32 ? grad : cast(ctx.kernels(), grad, DType::f32);
     grads.push_back(f32_grad.defined() ? f32_grad.reshape({state->numel}) : Tensor());
   }
-  Communicator& shard_comm = this->shard_comm();
-  const BucketLayout layout(entries, shard_comm.world());
-  Tensor world_buffer = Tensor::zeros({layout.block_numel() * shard_comm.world()}, DType::f32, device_);
-  const float padding = bugs_.on(Bug::grad_padding_uninitialized) ? 3.0f + static_cast<float>(comm_.rank()) : 0.0f;
+  Tensor world_buffer = Tensor::zeros({layout.block_numel() * shard_comm().world()}, DType::f32, device_);
+  const float padding = bugs_.on(Bug::grad_padding_uninitialized) ? uninitialized_padding_value(comm_.rank()) : 0.0f;
   layout.pack_full(ctx.kernels(), grads, world_buffer, padding);
   // Packed into the send buffer, the full gradients are dropped before the collective runs.
   grads.clear();
   for (ParamState* state : reduce_bucket_) release_full_grad(ctx, *state);
+  return world_buffer;
+}
+
+Tensor Zero3Engine::reduce_packed_bucket(Context& ctx, const BucketLayout& layout, Tensor& world_buffer) {
+  Communicator& shard_comm = this->shard_comm();
   Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
   const CallSite site = call_site("", reduce_bucket_, "backward");
   if (config_.zero.stage == 1) {
@@ -173,15 +193,18 @@ void Zero3Engine::flush_reduce_bucket(Context& ctx) {
     }
   }
   counters_.reduce_scatters++;
+  return block;
+}
+
+void Zero3Engine::accumulate_reduced_bucket(Context& ctx, const BucketLayout& layout, const Tensor& block) {
   // The mean over every rank's data, whichever tree summed it.
-  const int ranks_averaged = bugs_.on(Bug::hsdp_average_over_block) ? shard_comm.world() : comm_.world();
+  const int ranks_averaged = bugs_.on(Bug::hsdp_average_over_block) ? shard_world() : comm_.world();
   for (size_t i = 0; i < reduce_bucket_.size(); ++i) {
     ParamState& state = *reduce_bucket_[i];
     accumulate_average(ctx.kernels(), state.grad_shard, layout.shard_of(ctx.kernels(), block, i), ranks_averaged);
     if (bugs_.on(Bug::gas_scale_twice)) finish_accumulation(ctx.kernels(), state.grad_shard, config_.gradient_accumulation_steps);
     state.reduced = true;
   }
-  reduce_bucket_.clear();
 }
 
 void Zero3Engine::end_micro_step(Context& ctx) {
@@ -238,7 +261,8 @@ float Zero3Engine::global_grad_norm(int64_t step) {
 }
 
 void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
-  const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, step + 1);
+  const int64_t adamw_step = step + 1;  // AdamW counts from 1 (its bias corrections); steps count from 0
+  const AdamWCoefficients coefficients = adamw_coefficients(config_.adamw, adamw_step);
   std::vector<ParamState*> persistent;
   for (auto& state : states_) {
     // hpZ: the secondary shards hold this step's values; the next step gathers the new ones.

@@ -2,7 +2,8 @@
 // bucket invariant, is a CorrectnessError naming the call or the invariant, the phase, the rank and
 // the step. Illegal sequences are driven through the public phase API and module hooks where one
 // exists; EngineInvariantProbe reaches the states no public sequence gets to (a stale gather, a
-// miscounted live total), to show those checks fire too.
+// miscounted live total, a parameter holding what its status says it must not), to show those
+// checks fire too.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -36,7 +37,20 @@ struct EngineInvariantProbe {
     engine.complete_gather(ctx, stale);
   }
   static void check_micro_step_boundary(Zero3Engine& engine, Context& ctx) { engine.check_micro_step_boundary(ctx); }
-  static void miscount_live_elements(Zero3Engine& engine, int64_t elements) { engine.account_live(elements); }
+  static void miscount_live_elements(Zero3Engine& engine, int64_t elements) {
+    engine.totals_.live_elements += elements;
+  }
+  // The running totals by status, to miscount them.
+  static StatusTotals& totals(Zero3Engine& engine) { return engine.totals_; }
+  // Completes the oldest gather in flight, as waiting for one of its parameters would.
+  static void complete_oldest_gather(Zero3Engine& engine, Context& ctx) {
+    engine.complete_gather(ctx, *engine.pending_.front());
+  }
+  // A status change that leaves `full` and `gather` as given, as a caller getting them wrong would.
+  static void move_status(Zero3Engine& engine, const Parameter& param, ParamStatus to, Tensor full,
+                          Zero3Engine::PendingGather* gather) {
+    engine.move_status(state(engine, param), to, "probe", std::move(full), gather);
+  }
 };
 
 namespace {
@@ -311,6 +325,145 @@ TEST(EngineInvariants, LiveElementsDifferentFromTheAvailableParametersAreAnError
         EngineInvariantProbe::miscount_live_elements(rig.engine, 5);
         rig.engine.end_step(rig.ctx);
       });
+}
+
+// ---- both sides of each status change -------------------------------------------------------------
+// Before a change a parameter must hold what its status says, after it what its new status says:
+// its full tensor exactly while AVAILABLE, a gather exactly while INFLIGHT, and the running totals
+// must count it there. The error names the side, the change, the parameter, the module, the rank,
+// the step and the phase. layers.1's weight (id 2, 6 elements) is the one moved.
+
+TEST(EngineStatusChanges, ReleasingAParameterWhoseFullTensorIsGoneIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "on rank 0 at step 0 in phase FORWARD: before AVAILABLE -> NOT_AVAILABLE of 'layers.1.weight' in module "
+      "'layers.1': it has no full tensor while AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        rig.engine.pre_forward(rig.ctx, rig.layer(1));
+        EngineInvariantProbe::state(rig.engine, rig.param(2)).full = Tensor();
+        rig.engine.post_forward(rig.ctx, rig.layer(1));
+      });
+}
+
+TEST(EngineStatusChanges, GatheringAParameterThatStillHoldsAFullTensorIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "before NOT_AVAILABLE -> INFLIGHT of 'layers.1.weight' in module 'layers.1': it still holds a full tensor "
+      "while NOT_AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::state(rig.engine, rig.param(2)).full = Tensor::zeros({3, 2});
+        rig.engine.pre_forward(rig.ctx, rig.layer(1));
+      });
+}
+
+TEST(EngineStatusChanges, GatheringAParameterThatStillPointsAtAGatherIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "before NOT_AVAILABLE -> INFLIGHT of 'layers.2.scale' in module 'layers.2': it still points at a gather "
+      "while NOT_AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::issue_gather(rig.engine, rig.layer(1), rig.param(2));
+        EngineInvariantProbe::state(rig.engine, rig.param(3)).pending =
+            EngineInvariantProbe::state(rig.engine, rig.param(2)).pending;
+        rig.engine.pre_forward(rig.ctx, rig.layer(2));
+      });
+}
+
+TEST(EngineStatusChanges, CompletingTheGatherOfAParameterThatPointsAtNoGatherIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "before INFLIGHT -> AVAILABLE of 'layers.1.weight' in module '<gather>': it points at no gather while INFLIGHT",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::issue_gather(rig.engine, rig.layer(1), rig.param(2));
+        EngineInvariantProbe::state(rig.engine, rig.param(2)).pending = nullptr;
+        EngineInvariantProbe::complete_oldest_gather(rig.engine, rig.ctx);
+      });
+}
+
+TEST(EngineStatusChanges, ReleasingAParameterTheLiveTotalsDoNotCountIsAnErrorNamingIt) {
+  // Released, it would take the live elements below zero.
+  expect_correctness_error(
+      "before AVAILABLE -> NOT_AVAILABLE of 'layers.1.weight' in module 'layers.1': live totals 1 parameters, 0 "
+      "elements: they do not count this parameter's 6 elements while AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        rig.engine.pre_forward(rig.ctx, rig.layer(1));
+        EngineInvariantProbe::miscount_live_elements(rig.engine, -6);
+        rig.engine.post_forward(rig.ctx, rig.layer(1));
+      });
+}
+
+TEST(EngineStatusChanges, CompletingAGatherTheInFlightTotalsDoNotCountIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "before INFLIGHT -> AVAILABLE of 'layers.1.weight' in module '<gather>': in-flight totals 0 parameters, 6 "
+      "elements: elements with no parameter while INFLIGHT",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::issue_gather(rig.engine, rig.layer(1), rig.param(2));
+        EngineInvariantProbe::totals(rig.engine).inflight_params -= 1;
+        EngineInvariantProbe::complete_oldest_gather(rig.engine, rig.ctx);
+      });
+}
+
+TEST(EngineStatusChanges, ReleasingTheLastAvailableParameterMustLeaveNoLiveElementsOrItIsAnError) {
+  // Five live elements too many: the release itself is counted, but leaves elements with no parameter.
+  expect_correctness_error(
+      "after AVAILABLE -> NOT_AVAILABLE of 'layers.1.weight' in module 'layers.1': live totals 0 parameters, 5 "
+      "elements: elements with no parameter while NOT_AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        rig.engine.pre_forward(rig.ctx, rig.layer(1));
+        EngineInvariantProbe::miscount_live_elements(rig.engine, 5);
+        rig.engine.post_forward(rig.ctx, rig.layer(1));
+      });
+}
+
+TEST(EngineStatusChanges, BecomingAvailableWithoutAFullTensorIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "after INFLIGHT -> AVAILABLE of 'layers.1.weight' in module 'probe': it has no full tensor while AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::issue_gather(rig.engine, rig.layer(1), rig.param(2));
+        EngineInvariantProbe::move_status(rig.engine, rig.param(2), ParamStatus::available, Tensor(), nullptr);
+      });
+}
+
+TEST(EngineStatusChanges, BeingReleasedWhileKeepingTheFullTensorIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "after AVAILABLE -> NOT_AVAILABLE of 'layers.1.weight' in module 'probe': it still holds a full tensor while "
+      "NOT_AVAILABLE",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        rig.engine.pre_forward(rig.ctx, rig.layer(1));
+        EngineInvariantProbe::move_status(rig.engine, rig.param(2), ParamStatus::not_available,
+                                          Tensor::zeros({3, 2}), nullptr);
+      });
+}
+
+TEST(EngineStatusChanges, GoingInFlightWithoutAGatherIsAnErrorNamingIt) {
+  expect_correctness_error(
+      "after NOT_AVAILABLE -> INFLIGHT of 'layers.1.weight' in module 'probe': it points at no gather while INFLIGHT",
+      [](Rig& rig) {
+        rig.open_micro_step();
+        EngineInvariantProbe::move_status(rig.engine, rig.param(2), ParamStatus::inflight, Tensor(), nullptr);
+      });
+}
+
+// The step boundary recounts what the changes kept as running totals.
+TEST(EngineStatusChanges, ParametersCountedInFlightAtAStepBoundaryAreAnError) {
+  expect_correctness_error("at step 2 in phase STEP: 1 parameters counted in flight at a step boundary", [](Rig& rig) {
+    rig.engine.begin_step(rig.ctx, 2);
+    EngineInvariantProbe::totals(rig.engine).inflight_params += 1;
+    rig.engine.end_step(rig.ctx);
+  });
+}
+
+TEST(EngineStatusChanges, AvailableParametersMiscountedAreAnErrorAtTheStepEnd) {
+  expect_correctness_error("at step 2 in phase STEP: 1 parameters counted AVAILABLE, 0 are", [](Rig& rig) {
+    rig.engine.begin_step(rig.ctx, 2);
+    EngineInvariantProbe::totals(rig.engine).available_params += 1;
+    rig.engine.end_step(rig.ctx);
+  });
 }
 
 // ---- buckets ------------------------------------------------------------------------------------
