@@ -7,7 +7,7 @@
 #include "core/base/text.h"
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
-#include "props/injections.h"
+#include "props/injections/injections.h"
 
 namespace zero3 {
 

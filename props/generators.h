@@ -106,7 +106,7 @@ rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
 // Rank-divergent: W >= 2, at least one MoE, no leaf modules.
 rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);
 // The cases the replay-memory property replays: gen_spmd_case's, group sizes included (the
-// symmetric replay splits into blocks and across blocks, traces/symmetric_communicator.h).
+// symmetric replay splits into blocks and across blocks, traces/replay/symmetric_communicator.h).
 rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits);
 // SPMD with a CheckpointPlan: 2..4 steps, a save step in between and a world size to resume on
 // (the same one a third of the time); MoE layers are leaves whenever either world size is above 1.

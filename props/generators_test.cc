@@ -10,7 +10,6 @@
 #include "core/models/model_zoo.h"
 #include "core/nn/model.h"
 #include "props/generators.h"
-#include "props/target_case.h"
 
 namespace zero3 {
 namespace {
@@ -36,18 +35,15 @@ RC_GTEST_PROP(Generators, CheckpointCasesDrawOnlyGroupsTheirResumedRunsCanHold, 
   check_group_sizes(checkpoint.config, checkpoint.checkpoint.resume_world, "generated case, resumed");
 }
 
-// The broadcast-trap cases measure the placeholder policies alone, and target cases go to runners
-// whose case.json has no field for a lever: neither draws one.
-RC_GTEST_PROP(Generators, BroadcastTrapAndTargetCasesDrawNoLever, ()) {
-  const TrainConfig trap = (*gen_broadcast_trap_case({.max_ranks = 8})).config;
-  const TrainConfig target = (*gen_target_case({.max_ranks = 4})).run.config;
-  for (const TrainConfig* config : {&trap, &target}) {
-    RC_ASSERT(config->zero.stage == 3);
-    RC_ASSERT(config->checkpoint_modules.empty());
-    RC_ASSERT(config->zero.offload_optimizer == OffloadDevice::none);
-    RC_ASSERT(config->zero.offload_param == OffloadDevice::none);
-    RC_ASSERT(!config->zero.hierarchical());
-  }
+// The broadcast-trap cases measure the placeholder policies alone: they draw no lever (target cases
+// neither: props/target/target_case_test.cc).
+RC_GTEST_PROP(Generators, BroadcastTrapCasesDrawNoLever, ()) {
+  const TrainConfig config = (*gen_broadcast_trap_case({.max_ranks = 8})).config;
+  RC_ASSERT(config.zero.stage == 3);
+  RC_ASSERT(config.checkpoint_modules.empty());
+  RC_ASSERT(config.zero.offload_optimizer == OffloadDevice::none);
+  RC_ASSERT(config.zero.offload_param == OffloadDevice::none);
+  RC_ASSERT(!config.zero.hierarchical());
 }
 
 struct LeverCounts {

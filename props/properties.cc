@@ -11,7 +11,7 @@
 #include "core/base/errors.h"
 #include "core/base/hash.h"
 #include "core/models/model_zoo.h"
-#include "props/lifecycle_checker.h"
+#include "props/lifecycle/lifecycle_checker.h"
 #include "props/model_facts.h"
 
 namespace zero3 {

@@ -2,8 +2,8 @@
 // memory peaks — every category and the total — to the byte (see properties.h).
 #include "core/tensor/allocator.h"
 #include "props/properties.h"
-#include "traces/replay.h"
-#include "traces/trace_recorder.h"
+#include "traces/replay/replay.h"
+#include "traces/format/trace_recorder.h"
 
 namespace zero3 {
 

@@ -2,6 +2,7 @@
 #include "sim/collective_matcher.h"
 
 #include <algorithm>
+#include <set>
 
 #include "core/base/errors.h"
 #include "sim/collective_data.h"
@@ -223,7 +224,7 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
   ZERO3_CHECK(slot.arrived_count == static_cast<int>(parties.size()) && !slot.matched,
               "match of #" + std::to_string(slot.sequence) + in_group(slot.group));
   if (!calls_agree(slot)) {
-    fail(FailureKind::mismatch, mismatch_report(slot), -1);
+    fail_with_mismatch(slot);
     return;
   }
   const CollectiveCall& call = slot.arrivals[static_cast<size_t>(parties.front())].call;
@@ -385,12 +386,21 @@ void CollectiveMatcher::throw_if_unusable(int task, const std::string& doing) co
   throw_if_crashed(task, doing);
   if (!failure_) return;
   switch (failure_->kind) {
-    case FailureKind::mismatch: throw CollectiveMismatchError(failure_->report);
+    case FailureKind::mismatch: throw CollectiveMismatchError(failure_->report, failure_->ranks_at_different_modules);
     case FailureKind::deadlock: throw DeadlockError(failure_->report);
     case FailureKind::peer_failure:
       throw PeerFailureError("peer failure: " + failure_->report + "; " + rank_name(task) + " was " + doing,
                              failure_->failed_rank);
   }
+}
+
+void CollectiveMatcher::fail_with_mismatch(const CollectiveSlot& slot) {
+  std::set<std::string> modules;
+  for (const CollectiveSlot::Arrival& arrival : slot.arrivals) {
+    if (arrival.arrived) modules.insert(arrival.call.site->module);
+  }
+  fail(FailureKind::mismatch, mismatch_report(slot), -1);
+  failure_->ranks_at_different_modules = modules.size() > 1;
 }
 
 void CollectiveMatcher::fail(FailureKind kind, std::string report, int failed_rank) {
@@ -428,7 +438,7 @@ void CollectiveMatcher::on_stuck() {
   // Calls that already disagree are the root cause; the hang is only their consequence.
   for (const auto& [sequence, slot] : open_) {
     if (!calls_agree(*slot)) {
-      fail(FailureKind::mismatch, mismatch_report(*slot), -1);
+      fail_with_mismatch(*slot);
       return;
     }
   }

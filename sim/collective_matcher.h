@@ -127,6 +127,7 @@ class CollectiveMatcher {
     FailureKind kind;
     std::string report;
     int failed_rank = -1;
+    bool ranks_at_different_modules = false;  // a mismatch whose calls came from different modules
   };
   // What a deadlock report says about a completed collective; formatted only when one is made.
   struct CompletedCollective {
@@ -177,6 +178,7 @@ class CollectiveMatcher {
   void move_data(CollectiveSlot& slot);
   void record_completion(int task, const CollectiveSlot& slot);
   void fail(FailureKind kind, std::string report, int failed_rank);
+  void fail_with_mismatch(const CollectiveSlot& slot);
   void poison_blocking_outputs();
   void wake(int task, double time_s);
   bool calls_agree(const CollectiveSlot& slot) const;

@@ -57,6 +57,29 @@ TEST(SimMatching, DifferentCountsAreAMismatchListingEachRanksCount) {
                "ranks 0,2,3: all_gather f32 count=4 at module 'h.1.expert0'"});
 }
 
+// The error says, as data, whether the ranks' calls came from different modules (the CLI's MoE
+// hint reads that, never the report's text): yes for experts of different counts, no for one module.
+bool mismatch_at_different_modules(const SimResult& result) {
+  try {
+    std::rethrow_exception(result.ranks.at(0).exception);
+  } catch (const CollectiveMismatchError& error) {
+    return error.ranks_at_different_modules();
+  }
+  ADD_FAILURE() << "rank 0 did not end in a CollectiveMismatchError";
+  return false;
+}
+
+TEST(SimMatching, AMismatchSaysAsDataWhetherTheRanksCallsCameFromDifferentModules) {
+  const SimResult experts = SimWorld(SimOptions{.world = 2, .seed = 2}).run([](SimRank& sim) {
+    gather(sim, sim.rank() == 1 ? 5 : 4, sim.rank() == 1 ? "h.1.expert2" : "h.1.expert0");
+  });
+  EXPECT_TRUE(mismatch_at_different_modules(experts));
+  const SimResult one_module = SimWorld(SimOptions{.world = 2, .seed = 2}).run([](SimRank& sim) {
+    gather(sim, sim.rank() == 1 ? 5 : 4, "h.1.mlp");
+  });
+  EXPECT_FALSE(mismatch_at_different_modules(one_module));
+}
+
 TEST(SimMatching, ARankSkippingACallIsMatchedAgainstItsNextCallAndReportedAsAMismatch) {
   const SimResult result = SimWorld(SimOptions{.world = 3, .seed = 3}).run([](SimRank& sim) {
     if (sim.rank() != 2) gather(sim, 4, "h.0.moe.expert1");

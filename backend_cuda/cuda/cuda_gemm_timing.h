@@ -1,5 +1,5 @@
 // A list of GEMMs timed alone on one GPU: the ceiling that `zero3 bench step --backend cuda` holds a
-// training step's throughput against (gemm_shape.h holds the list, tools/cuda_step_bench.h uses it).
+// training step's throughput against (gemm_shape.h holds the list, tools/bench/cuda_step_bench.h uses it).
 //
 //   double seconds = time_gemms_seconds(context, kernels, log.shapes(), 5);  // one pass, the fastest of 5
 #pragma once

@@ -1,6 +1,6 @@
 // The shape of one Kernels::matmul call, and a log of the calls a rank's CUDA kernels made while it
 // was recording: what `zero3 bench step --backend cuda` replays alone to find the ceiling its GEMMs
-// set (tools/cuda_step_bench.h). Plain C++, no CUDA type, so tools/ includes it in every build.
+// set (tools/bench/cuda_step_bench.h). Plain C++, no CUDA type, so tools/ includes it in every build.
 //
 //   rank.gemm_shapes.start();                 // the kernels append every matmul from here on
 //   ... one training step ...

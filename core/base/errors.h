@@ -58,9 +58,16 @@ class LivenessError : public Zero3Error {
 
 // Ranks issued different collectives (op, dtype, count, root or reduce op) at one sequence number.
 // The message lists every rank's call with its CallSite.
+// ranks_at_different_modules says the calls came from different modules: the ranks ran different
+// modules, most often because the data chose them (MoE routing), and the CLI names the remedy.
 class CollectiveMismatchError : public LivenessError {
  public:
-  explicit CollectiveMismatchError(const std::string& message) : LivenessError(message) {}
+  explicit CollectiveMismatchError(const std::string& message, bool ranks_at_different_modules = false)
+      : LivenessError(message), ranks_at_different_modules_(ranks_at_different_modules) {}
+  bool ranks_at_different_modules() const { return ranks_at_different_modules_; }
+
+ private:
+  bool ranks_at_different_modules_;
 };
 
 // Every live rank waits in a collective that can no longer complete. The message lists what each

@@ -48,7 +48,7 @@ class JsonReader {
 // Every JSON input is parsed through these: InputError naming the file (and line/column for
 // syntax errors). Nesting is bounded, because nlohmann's dump() and destructor, and every reader
 // that walks a value, recurse once per level: a file of 100,000 nested brackets would otherwise
-// overflow the stack (found by tools/input_fuzz.py).
+// overflow the stack (found by tools/e2e/input_fuzz.py).
 constexpr int kJsonNestingMax = 100;
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path);

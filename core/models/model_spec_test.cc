@@ -154,7 +154,7 @@ TEST(ModelSpec, ErrorsFromAFileNameTheFile) {
   std::filesystem::remove(path);
 }
 
-// Sizes whose element counts would overflow 64 bits are refused at the spec (tools/input_fuzz.py
+// Sizes whose element counts would overflow 64 bits are refused at the spec (tools/e2e/input_fuzz.py
 // found `inspect` printing a wrapped-around total and UBSan the signed overflow behind it).
 TEST(ModelSpec, SizesPastWhatSixtyFourBitsCountAreRefusedAtTheirPath) {
   expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "gpt", "vocab": 8, "context": 4, "layers": 1,

@@ -3,7 +3,7 @@
 //   SimCommunicator        sim/sim_communicator.h                 simulated ranks, fibers
 //   MpiCommunicator        backend_cuda/mpi/mpi_communicator.h    a CPU process per rank, MPI
 //   NcclCommunicator       backend_cuda/cuda/nccl_communicator.h  a GPU per rank, NCCL
-//   SymmetricCommunicator  traces/symmetric_communicator.h        shape replay, one rank for all
+//   SymmetricCommunicator  traces/replay/symmetric_communicator.h        shape replay, one rank for all
 // ObservedCommunicator (sim/observed_communicator.h) wraps any of them to count its buffers.
 //
 // Buffer layout follows NCCL exactly:

@@ -75,7 +75,7 @@ zero3_build() {
   local werror=OFF
   [ -n "${CI:-}" ] && werror=ON
   # -g1 (line tables and function names: backtraces and sanitizer stacks name their lines) instead
-  # of -g compiles a third faster (tools/replay_command.cc: 14.2 s with -g, 10.5 s with -g1); a
+  # of -g compiles a third faster (tools/cli/replay_command.cc: 14.2 s with -g, 10.5 s with -g1); a
   # debugger session wants -DCMAKE_BUILD_TYPE=Debug in a build folder of its own.
   local flags=(-DZERO3_WERROR=$werror "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
   # -O1 -g1: the usual sanitizer build, half the compile time of -O2 -g, still fast enough to test.

@@ -62,7 +62,7 @@ zero3_install_diff_venv() {
 }
 
 # Hugging Face transformers in the same venv, for the memory recorder and its oracle
-# (tools/record_memory_trace.py --hf, tools/memory_oracle.py): models built from their config
+# (tools/recorders/record_memory_trace.py --hf, tools/recorders/memory_oracle.py): models built from their config
 # classes alone (no weights, no network) over the venv's torch 2.15, never over Debian's packages.
 # A second stamp: adding it never rebuilds the 5.4 GB venv, only installs these on top (and the venv
 # rebuilt by zero3_install_diff_venv loses this stamp with it). --no-deps with every package pinned,

@@ -1,11 +1,11 @@
 # shellcheck shell=bash
-# The Python environment of the outside oracle (tools/torch_oracle_test.py): Hugging Face
+# The Python environment of the outside oracle (tools/e2e/torch_oracle_test.py): Hugging Face
 # transformers from PyPI in a virtualenv over Debian's system site packages, so that Debian's
 # python3-torch (1.13) is the torch it uses and pip never pulls another one (--no-deps, every
 # package pinned). Sourced, not run:
 #
 #   source tools/lib/oracle_venv.sh && zero3_install_oracle_venv || exit 1
-#   "$ZERO3_ORACLE_VENV/bin/python" tools/torch_oracle_test.py build/tools/zero3
+#   "$ZERO3_ORACLE_VENV/bin/python" tools/e2e/torch_oracle_test.py build/tools/zero3
 #
 # Debian packages it needs (add them to ZERO3_PACKAGES): python3-venv python3-torch python3-numpy
 # python3-requests python3-yaml python3-typing-extensions. The last four are modules transformers
@@ -14,7 +14,7 @@
 # Idempotent and quiet on success, as tools/lib/venv.sh keeps every venv; on failure it says why
 # and returns 1.
 
-# tools/torch_oracle_test.py looks in build/oracle-venv, or in $ZERO3_ORACLE_VENV when set.
+# tools/e2e/torch_oracle_test.py looks in build/oracle-venv, or in $ZERO3_ORACLE_VENV when set.
 ZERO3_ORACLE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ZERO3_ORACLE_VENV=${ZERO3_ORACLE_VENV:-${ZERO3_BUILD_DIR:-$ZERO3_ORACLE_ROOT/build}/oracle-venv}
 

@@ -1,5 +1,5 @@
 """The oracle's fixed settings: run sizes, the ds_config the runs use, the tolerances (the
-docstring of tools/torch_oracle_test.py says where each number comes from) and the models compared,
+docstring of tools/e2e/torch_oracle_test.py says where each number comes from) and the models compared,
 with the f32 rounding of the hyperparameters that both sides use."""
 import numpy as np
 

@@ -3,7 +3,7 @@ step by step (loss, gradient norm) and at the end (every weight, as a fraction o
 training moved it: zero3py.oracle.compare.weight_errors). Tolerances per dtype (TOLERANCE): f32
 as the outside oracle's, which measured torch against zero3; here the torch control against its
 reference at world 2 and 4 on the built-in sequential models differs by <= 1e-7 in losses and
-norms and <= 1e-5 of the update in weights (tools/runner_test.py prints the worst it sees), so a
+norms and <= 1e-5 of the update in weights (tools/e2e/runner_test.py prints the worst it sees), so a
 framework that is 100x off that is a finding, and a wrong lr of 1% is still caught."""
 from zero3py.oracle.compare import relative, weight_errors
 from zero3py.safetensors_io import read_safetensors

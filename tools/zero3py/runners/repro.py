@@ -27,7 +27,7 @@ matched>` or `not reproduced: <why>`:
     finished stays alive and idle, as the runner's ranks do); each stuck rank prints where it
     waits (faulthandler, on SIGUSR1) before the script ends and its ranks (daemons) with it;
   * a silent divergence: the quantity the harness named (`silent_divergence in the loss`, `...
-    in the gradient norm`, `... in the final weights`, props/target_verdict.cc) beyond TOLERANCE
+    in the gradient norm`, `... in the final weights`, props/target/target_verdict.cc) beyond TOLERANCE
     against an unsharded plain-torch reference of the same model, run by the same loop as the
     runner's reference (training.reference_run and train_steps: the global batch, loss / GAS, a
     zero gradient for a trainable parameter nothing reached, the norm before clipping, clipping

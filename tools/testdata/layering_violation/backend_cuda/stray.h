@@ -1,2 +1,2 @@
-// A planted violation for tools/check_layers_test.py: a file outside the three library folders.
+// A planted violation for tools/lint/check_layers_test.py: a file outside the three library folders.
 #pragma once

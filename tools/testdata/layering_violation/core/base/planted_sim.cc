@@ -1,2 +1,2 @@
-// A planted violation for tools/check_layers_test.py: the core including the simulator.
+// A planted violation for tools/lint/check_layers_test.py: the core including the simulator.
 #include "sim/sim_world.h"

@@ -1,3 +1,3 @@
-// A planted violation for tools/check_layers_test.py: the core including a CUDA header.
+// A planted violation for tools/lint/check_layers_test.py: the core including a CUDA header.
 #include <vector>
 #include <cuda_runtime.h>

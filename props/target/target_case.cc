@@ -1,0 +1,238 @@
+// Target cases: generating them, and writing and reading their case directories (target_case.h).
+#include "props/target/target_case.h"
+
+#include <filesystem>
+#include <ostream>
+
+#include "core/base/atomic_file.h"
+#include "core/base/json_reader.h"
+#include "core/models/model_zoo.h"
+#include "core/tensor/safetensors.h"
+#include "props/model_facts.h"
+
+namespace zero3 {
+
+namespace {
+
+constexpr int kCaseVersion = 1;  // PROTOCOL.md's zero3_case
+const std::vector<std::string> kCaseKeys = {"zero3_case", "model", "world", "steps", "seed", "micro_batch", "gas",
+                                            "dtype", "optimizer", "gradient_clipping", "loss_scaling", "zero",
+                                            "torch", "timeout_s"};
+const std::vector<std::string> kOptimizerKeys = {"type", "lr", "betas", "eps", "weight_decay", "bias_correction"};
+const std::vector<std::string> kZeroKeys = {"stage", "param_persistence_threshold", "prefetch_bucket_size",
+                                            "reduce_bucket_size", "max_live_parameters", "max_reuse_distance",
+                                            "overlap_comm", "leaf_modules"};
+
+constexpr int64_t kElementsMax = int64_t{1} << 40;
+
+// torch's optimizers and DDP refuse a model with nothing to train, as they should: no case has one.
+bool has_trainable_parameter(const nlohmann::json& spec) {
+  const BuiltModel built = build_model_from_spec(spec, "model_spec", {});
+  for (const Parameter* param : built.model->parameters()) {
+    if (param->requires_grad()) return true;
+  }
+  return false;
+}
+
+// Cross-entropy does not change when every logit moves by the same amount, so a last layer that
+// adds one value to all of them (a sum_residual, a bias of one element) has a true gradient of 0,
+// and AdamW turns each side's rounding noise (~1e-8) into steps of about lr in directions that
+// differ: the references then "disagree" on weights nothing trained. Such a model trains on mse.
+void avoid_shift_invariant_loss(nlohmann::json& spec) {
+  const nlohmann::json& layers = spec.at("layers");
+  if (spec.at("loss") != "cross_entropy" || layers.empty()) return;
+  const nlohmann::json& last = layers.back();
+  const bool shifts = last.at("type") == "sum_residual" ||
+                      (last.at("type") == "bias" && shape_numel(last.at("shape").get<Shape>()) == 1);
+  if (shifts) spec["loss"] = "mse";
+}
+
+}  // namespace
+
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups) {
+  return rc::gen::exec([=] {
+    TargetCase target_case;
+    FuzzCase& run = target_case.run;
+    const int max_ranks = std::max(1, limits.max_ranks);
+    // W = 2 is where a runner's ranks are cheapest and most bugs already show. HSDP needs a block
+    // strictly inside the world: under --target-hsdp, worlds that have one (4, 6, 8, ...).
+    std::vector<int> worlds_with_blocks;
+    for (int world = 4; world <= max_ranks; ++world) {
+      for (int size = 2; size * size <= world; ++size) {
+        if (world % size == 0) {
+          worlds_with_blocks.push_back(world);
+          break;
+        }
+      }
+    }
+    run.world = shard_groups && !worlds_with_blocks.empty()
+                    ? *rc::gen::elementOf(worlds_with_blocks)
+                    : *rc::gen::weightedOneOf<int>(
+                          {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
+    run.model_spec = *rc::gen::suchThat(
+        gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false}, /*trap_motif=*/true),
+        has_trainable_parameter);
+    avoid_shift_invariant_loss(run.model_spec);
+    const ModelFacts facts = model_facts(run.model_spec, {});
+    // MoE routes differently on each rank: a leaf on W > 1, as a DeepSpeed user must make it. The
+    // memory levers stay off: case.json has no field for them, so a replayed case would lose them.
+    run.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && run.world > 1, .levers = false});
+    run.config.bf16 = false;
+    // Only "moe" maps onto the runners' torch modules (their containers are named otherwise than
+    // zero3's sequential bodies), so other leaf choices stay with the zero3-only properties.
+    std::erase_if(run.config.zero.leaf_modules, [](const std::string& leaf) { return leaf != "moe"; });
+    // The config draws no group (no world given); case.json has no hpZ field (PROTOCOL.md).
+    if (shard_groups) {
+      // HSDP blocks strictly inside the world (G = 1 and G = W are DDP and flat sharding), in 2 of
+      // 3 cases where there are any; shrinks toward flat sharding.
+      std::vector<int> inner;
+      for (int size = 2; size < run.world; ++size) {
+        if (run.world % size == 0) inner.push_back(size);
+      }
+      if (!inner.empty() && *gen_weighted_element<bool>({{1, false}, {2, true}})) {
+        run.config.zero.shard_group_size = *rc::gen::elementOf(inner);
+      }
+    }
+    run.seed = static_cast<uint64_t>(*rc::gen::noShrink(gen_uniform(0, 1'000'000'000)));
+    run.steps = *gen_weighted_element<int64_t>({{2, 1}, {3, 2}, {1, 3}});
+    // The cached reference bypasses every framework's view of the read (issue #930's class), where
+    // DeepSpeed gathers an attribute read on access: drawn five times as often as each other way.
+    target_case.raw_access = *gen_weighted_element<std::string>(
+        {{5, kRawAccessWays[0]}, {1, kRawAccessWays[1]}, {1, kRawAccessWays[2]}, {1, kRawAccessWays[3]}});
+    return target_case;
+  });
+}
+
+nlohmann::json target_case_json(const TargetCase& target_case) {
+  const FuzzCase& run = target_case.run;
+  const TrainConfig& config = run.config;
+  const ZeroConfig& zero = config.zero;
+  nlohmann::json json = {
+      {"zero3_case", kCaseVersion},
+      {"model", run.model_spec},
+      {"world", run.world},
+      {"steps", run.steps},
+      {"seed", run.seed},
+      {"micro_batch", config.micro_batch_size},
+      {"gas", config.gradient_accumulation_steps},
+      {"dtype", "f32"},
+      {"optimizer",
+       {{"type", "AdamW"},
+        {"lr", config.adamw.lr},
+        {"betas", {config.adamw.beta1, config.adamw.beta2}},
+        {"eps", config.adamw.eps},
+        {"weight_decay", config.adamw.weight_decay},
+        {"bias_correction", true}}},
+      {"gradient_clipping", config.gradient_clipping},
+      {"loss_scaling", "off"},
+      {"zero",
+       {{"stage", 3},
+        {"param_persistence_threshold", zero.persistence_threshold},
+        {"prefetch_bucket_size", zero.prefetch_bucket_elements},
+        {"reduce_bucket_size", zero.reduce_bucket_elements},
+        {"max_live_parameters", zero.max_live_elements},
+        {"max_reuse_distance", zero.max_reuse_distance},
+        {"overlap_comm", zero.overlap_comm},
+        {"leaf_modules", zero.leaf_modules}}},
+      {"torch", {{"raw_access", target_case.raw_access}, {"raw_gradient", target_case.raw_gradient}}},
+      {"timeout_s", target_case.timeout_s},
+  };
+  // Optional (PROTOCOL.md): a flat case's file stays byte for byte what it was before HSDP.
+  if (zero.shard_group_size > 0) json["zero"]["shard_group_size"] = zero.shard_group_size;
+  return json;
+}
+
+TargetCase target_case_from_json(const nlohmann::json& json, const std::string& source) {
+  const JsonReader root(json, source);
+  root.expect_only_keys(kCaseKeys);
+  for (const std::string& key : kCaseKeys) root.at(key);  // every key is required
+  if (root.at("zero3_case").as_int(0, 1 << 20) != kCaseVersion) root.at("zero3_case").fail("1");
+  root.at("dtype").as_choice({"f32"});
+  root.at("loss_scaling").as_choice({"off"});
+  TargetCase target_case;
+  FuzzCase& run = target_case.run;
+  root.at("model").expect_object();
+  run.model_spec = json.at("model");
+  run.world = static_cast<int>(root.at("world").as_int(1, 1024));
+  run.steps = root.at("steps").as_int(1, 1'000'000);
+  run.seed = static_cast<uint64_t>(root.at("seed").as_int(0, int64_t{1} << 62));
+  TrainConfig& config = run.config;
+  config.bf16 = false;
+  config.micro_batch_size = root.at("micro_batch").as_int(1, 1 << 20);
+  config.gradient_accumulation_steps = root.at("gas").as_int(1, 1 << 20);
+  config.gradient_clipping = static_cast<float>(root.at("gradient_clipping").as_number(0.0, 1e30));
+
+  const JsonReader optimizer = root.at("optimizer");
+  optimizer.expect_only_keys(kOptimizerKeys);
+  optimizer.at("type").as_choice({"AdamW"});
+  if (!optimizer.at("bias_correction").as_bool()) optimizer.at("bias_correction").fail("true");
+  config.adamw.lr = static_cast<float>(optimizer.at("lr").as_number(0.0, 1e6));
+  if (optimizer.at("betas").size() != 2) optimizer.at("betas").fail("[beta1, beta2]");
+  config.adamw.beta1 = static_cast<float>(optimizer.at("betas").at(size_t{0}).as_number(0.0, 1.0));
+  config.adamw.beta2 = static_cast<float>(optimizer.at("betas").at(size_t{1}).as_number(0.0, 1.0));
+  config.adamw.eps = static_cast<float>(optimizer.at("eps").as_number(0.0, 1.0));
+  config.adamw.weight_decay = static_cast<float>(optimizer.at("weight_decay").as_number(0.0, 1e6));
+
+  const JsonReader zero_json = root.at("zero");
+  std::vector<std::string> zero_keys = kZeroKeys;
+  zero_keys.push_back("shard_group_size");  // optional: HSDP's block
+  zero_json.expect_only_keys(zero_keys);
+  if (zero_json.at("stage").as_int(0, 3) != 3) zero_json.at("stage").fail("3");
+  ZeroConfig& zero = config.zero;
+  zero.persistence_threshold = zero_json.at("param_persistence_threshold").as_int(0, kElementsMax);
+  zero.prefetch_bucket_elements = zero_json.at("prefetch_bucket_size").as_int(0, kElementsMax);
+  zero.reduce_bucket_elements = zero_json.at("reduce_bucket_size").as_int(1, kElementsMax);
+  zero.max_live_elements = zero_json.at("max_live_parameters").as_int(0, kElementsMax);
+  zero.max_reuse_distance = zero_json.at("max_reuse_distance").as_int(0, kElementsMax);
+  zero.overlap_comm = zero_json.at("overlap_comm").as_bool();
+  const JsonReader leaves = zero_json.at("leaf_modules");
+  for (size_t index = 0; index < leaves.size(); ++index) zero.leaf_modules.push_back(leaves.at(index).as_string());
+  if (zero_json.has("shard_group_size")) {
+    const JsonReader group = zero_json.at("shard_group_size");
+    zero.shard_group_size = static_cast<int>(group.as_int(0, run.world));
+    if (zero.shard_group_size > 0 && run.world % zero.shard_group_size != 0) group.fail("0 or a divisor of /world");
+  }
+
+  const JsonReader torch = root.at("torch");
+  torch.expect_only_keys({"raw_access", "raw_gradient"});
+  target_case.raw_access = torch.at("raw_access").as_choice(kRawAccessWays);
+  target_case.raw_gradient = torch.at("raw_gradient").as_bool();
+  target_case.timeout_s = root.at("timeout_s").as_number(1.0, 86'400.0);
+  // The model must build: a bad spec is the case file's error, not the framework's.
+  build_model_from_spec(run.model_spec, source + ": /model", {.seed = run.seed});
+  return target_case;
+}
+
+TargetCase read_target_case(const std::string& path) {
+  const nlohmann::json json = read_json_file(path);
+  // A saved finding (traces/findings/) holds its case under "case", beside its signature.
+  if (json.is_object() && !json.contains("zero3_case") && json.contains("case")) {
+    return target_case_from_json(json["case"], path + " (its \"case\")");
+  }
+  return target_case_from_json(json, path);
+}
+
+void write_target_case(const TargetCase& target_case, const std::string& directory) {
+  const FuzzCase& run = target_case.run;
+  std::filesystem::create_directories(directory);
+  const std::filesystem::path root(directory);
+  BuiltModel built = build_model_from_spec(
+      run.model_spec, "model_spec", {.seed = run.seed, .micro_steps_per_step = run.config.gradient_accumulation_steps});
+  initialize_model(built, run.seed);
+  std::vector<NamedTensor> weights;
+  for (const Parameter* param : built.model->parameters()) weights.push_back({param->name(), param->data});
+  write_safetensors((root / "init.safetensors").string(), weights, {{"format", "pt"}});
+  const int64_t rows = run.world * run.config.micro_batch_size;
+  write_safetensors((root / "data.safetensors").string(),
+                    global_batch_tensors(built, run.steps, run.config.gradient_accumulation_steps, rows));
+  // case.json last: a directory with a case.json is a whole case.
+  write_file_atomically((root / "case.json").string(), target_case_json(target_case).dump(1) + "\n");
+}
+
+std::string describe(const TargetCase& target_case) {
+  return describe(target_case.run) + ", " + target_case.raw_access;
+}
+
+void showValue(const TargetCase& target_case, std::ostream& os) { os << target_case_json(target_case).dump(); }
+
+}  // namespace zero3

@@ -1,0 +1,1 @@
+// Planted: a C++ file directly in tools/, in no room.
