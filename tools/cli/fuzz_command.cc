@@ -181,10 +181,17 @@ void run_placeholder_rates_command(const FuzzFlags& flags) {
 // way no fired fault explains.
 void run_fault_campaign_command(const FuzzFlags& flags) {
   FaultCampaignOptions options{.plan = flags.campaign_plan};
-  for (int64_t seed = 1; seed <= flags.campaign_runs; ++seed) options.fault_seeds.push_back(static_cast<uint64_t>(seed));
-  std::printf("zero3 fuzz --fault-campaign: %s W=%d, %lld steps, faults '%s', fault seeds 1..%lld\n",
+  // --seed S seeds the model and data and starts the fault seeds (S, S+1, ...); without it, seed 1,
+  // the run the reliability table in props/README.md was made with.
+  const uint64_t first = flags.seed_given ? flags.options.seed : 1;
+  options.seed = first;
+  for (int64_t run = 0; run < flags.campaign_runs; ++run) options.fault_seeds.push_back(first + static_cast<uint64_t>(run));
+  std::printf("zero3 fuzz faults: %s W=%d, %lld steps, faults '%s', model and data seed %llu, fault seeds %llu..%llu\n"
+              "  replay: zero3 fuzz faults --runs %lld --seed %llu --faults '%s'\n",
               options.model.c_str(), options.world, static_cast<long long>(options.steps), options.plan.c_str(),
-              static_cast<long long>(flags.campaign_runs));
+              static_cast<unsigned long long>(first), static_cast<unsigned long long>(first),
+              static_cast<unsigned long long>(options.fault_seeds.back()), static_cast<long long>(flags.campaign_runs),
+              static_cast<unsigned long long>(first), options.plan.c_str());
   std::fflush(stdout);
   ProgressBar progress(flags.campaign_runs, "faults");
   const FaultCampaign campaign = run_fault_campaign(options, [&](const FaultRunOutcome& run, size_t done) {
