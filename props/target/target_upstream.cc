@@ -66,6 +66,14 @@ UpstreamRow read_row(const nlohmann::json& json, const std::string& where, const
     }
   }
   row.raw_access = text_at(match, "raw_access", where + "/match", path, false);
+  row.message_pattern = text_at(match, "message", where + "/match", path, false);
+  if (!row.message_pattern.empty()) {
+    try {
+      row.message = std::regex(row.message_pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error& error) {
+      throw InputError(path + ": " + where + "/match/message is not a regex: " + error.what());
+    }
+  }
   const nlohmann::json links = json.value("upstream", nlohmann::json::array());
   if (!links.is_array()) throw InputError(path + ": " + where + "/upstream must be an array");
   for (size_t i = 0; i < links.size(); ++i) {
@@ -86,7 +94,7 @@ UpstreamRow read_row(const nlohmann::json& json, const std::string& where, const
 }  // namespace
 
 const UpstreamRow* UpstreamTable::match(const std::string& target, const std::string& signature,
-                                        const TargetCase& shrunk) const {
+                                        const TargetCase& shrunk, const std::string& message) const {
   std::set<std::string> types;
   collect_layer_types(target_case_json(shrunk).at("model").value("layers", nlohmann::json::array()), types);
   for (const UpstreamRow& row : rows) {
@@ -94,6 +102,7 @@ const UpstreamRow* UpstreamTable::match(const std::string& target, const std::st
     bool holds = true;
     for (const std::string& type : row.layers) holds = holds && types.count(type) > 0;
     if (!row.raw_access.empty()) holds = holds && shrunk.raw_access == row.raw_access && types.count("raw_scale") > 0;
+    if (row.message) holds = holds && std::regex_search(message, *row.message);
     if (holds) return &row;
   }
   return nullptr;

@@ -6,9 +6,10 @@
 // (checked DATE)", and a finding no row matches says so: it has not been looked up yet.
 //
 //   const UpstreamTable table = read_upstream_table("traces/findings/upstream.json");
-//   const UpstreamRow* row = table.match("deepspeed", verdict.signature, shrunk_case);
+//   const UpstreamRow* row = table.match("deepspeed", verdict.signature, shrunk_case, verdict.message);
 //   std::puts(upstream_status_line(row, table).c_str());
 #pragma once
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct UpstreamRow {
   std::regex signature;
   std::vector<std::string> layers;  // layer types the shrunk case must hold (any depth)
   std::string raw_access;           // "" or the case's torch.raw_access
+  // A regex searched in the verdict's message, when set: tells apart findings whose signature and
+  // case look alike but whose failure differs (a wrong shape rather than wrong values).
+  std::string message_pattern;
+  std::optional<std::regex> message;
   std::string status;               // "known" or "unknown"
   std::vector<UpstreamLink> upstream;
   std::string checked;              // YYYY-MM-DD
@@ -38,8 +43,10 @@ struct UpstreamRow {
 struct UpstreamTable {
   std::string path;
   std::vector<UpstreamRow> rows;
-  // The first row whose target, signature, layers and raw access all match; nullptr when none.
-  const UpstreamRow* match(const std::string& target, const std::string& signature, const TargetCase& shrunk) const;
+  // The first row whose target, signature, layers, raw access and message all match; nullptr when
+  // none. A row with a message pattern never matches an empty message.
+  const UpstreamRow* match(const std::string& target, const std::string& signature, const TargetCase& shrunk,
+                           const std::string& message) const;
 };
 
 // InputError naming the file, the JSON path and what was expected.

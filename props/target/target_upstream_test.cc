@@ -44,7 +44,7 @@ TEST(UpstreamTable, EveryFindingKeptInTheRepositoryHasARow) {
     const nlohmann::json saved = nlohmann::json::parse(std::ifstream(entry.path()));
     ASSERT_TRUE(saved.contains("verdict_signature") && saved.contains("target")) << entry.path();
     const TargetCase shrunk = read_target_case(entry.path().string());
-    const UpstreamRow* found = table.match(saved["target"], saved["verdict_signature"], shrunk);
+    const UpstreamRow* found = table.match(saved["target"], saved["verdict_signature"], shrunk, saved.value("message", ""));
     EXPECT_NE(found, nullptr) << entry.path() << ": no row of " << table.path << " matches "
                               << saved["verdict_signature"];
   }
@@ -58,7 +58,8 @@ TEST(UpstreamTable, EveryFindingKeptInTheRepositoryHasARow) {
     const nlohmann::json report = nlohmann::json::parse(std::ifstream(report_path));
     for (const auto& finding : report.at("findings")) {
       const std::string case_file = (campaign.path() / finding.at("case_file").get<std::string>()).string();
-      const UpstreamRow* found = table.match(report.at("target"), finding.at("signature"), read_target_case(case_file));
+      const UpstreamRow* found = table.match(report.at("target"), finding.at("signature"), read_target_case(case_file),
+                                            finding.value("message", ""));
       EXPECT_NE(found, nullptr) << case_file << ": no row of " << table.path << " matches " << finding.at("signature");
     }
   }
@@ -74,16 +75,37 @@ TEST(UpstreamTable, TheFirstRowWhoseSignatureAndCaseMatchWins) {
   const TargetCase moe = case_with(R"([{"type": "residual", "layers": [{"type": "moe", "experts": 2, "hidden": 2}]}])");
   const TargetCase cached = case_with(R"([{"type": "scale", "shape": [2]}, {"type": "raw_scale", "param": "layers.0.scale"}])");
   const TargetCase cached_elsewhere = case_with(R"([{"type": "raw_scale", "shape": [2]}])", "own_forward");
-  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the gradient norm", moe)->id, "moe-divergence")
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the gradient norm", moe, "")->id, "moe-divergence")
       << "a layer type nested in a container counts";
-  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", moe)->id, "any-divergence");
-  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", cached)->id, "cached");
-  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", cached_elsewhere)->id, "any-divergence");
-  EXPECT_EQ(table.match("deepspeed", "silent_divergence in the loss", cached), nullptr) << "rows are per target";
-  EXPECT_EQ(table.match("fsdp2", "hang", cached), nullptr);
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", moe, "")->id, "any-divergence");
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", cached, "")->id, "cached");
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the loss", cached_elsewhere, "")->id, "any-divergence");
+  EXPECT_EQ(table.match("deepspeed", "silent_divergence in the loss", cached, ""), nullptr) << "rows are per target";
+  EXPECT_EQ(table.match("fsdp2", "hang", cached, ""), nullptr);
   EXPECT_EQ(upstream_status_line(nullptr, table), "not in " + table.path + ": not looked up upstream yet");
-  EXPECT_EQ(upstream_status_line(table.match("fsdp2", "silent_divergence in the loss", cached), table),
+  EXPECT_EQ(upstream_status_line(table.match("fsdp2", "silent_divergence in the loss", cached, ""), table),
             "no upstream report found (checked 2026-12-06)");
+}
+
+// A row's message pattern tells apart findings whose signature and case look alike: a final weight
+// of the wrong shape is another failure than one of the wrong value.
+TEST(UpstreamTable, ARowWithAMessagePatternMatchesOnlyTheFindingsWhoseMessageHoldsIt) {
+  const nlohmann::json json = {
+      {"schema", 1},
+      {"findings", {row("wrong-shape", "^silent_divergence in the final weights$",
+                        {{"message", R"(has shape \[0,0\], the reference \[[1-9])"}}),
+                    row("any-divergence", "^silent_divergence")}}};
+  const UpstreamTable table = read_upstream_table(write_table("zero3-upstream-message.json", json));
+  const TargetCase any = case_with("[]");
+  const std::string shape = "final weights: layers.0.weight has shape [0,0], the reference [5,0]";
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the final weights", any, shape)->id, "wrong-shape");
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the final weights", any, "final weights: off by 0.5")->id,
+            "any-divergence");
+  EXPECT_EQ(table.match("fsdp2", "silent_divergence in the final weights", any, "")->id, "any-divergence")
+      << "no message, no message match";
+  nlohmann::json bad = json;
+  bad["findings"][0]["match"]["message"] = "[unclosed";
+  EXPECT_THROW(read_upstream_table(write_table("zero3-upstream-bad-message.json", bad)), InputError);
 }
 
 TEST(UpstreamTable, AKnownRowNamesItsLinksAndTheirState) {
@@ -92,7 +114,7 @@ TEST(UpstreamTable, AKnownRowNamesItsLinksAndTheirState) {
   known["upstream"] = {{{"url", "https://github.com/pytorch/pytorch/issues/1"}, {"kind", "issue"}, {"state", "open"},
                         {"title", "t"}, {"relation", "same failure"}}};
   const UpstreamTable table = read_upstream_table(write_table("zero3-upstream-known.json", {{"schema", 1}, {"findings", {known}}}));
-  const UpstreamRow* found = table.match("fsdp2", "crash builtins.RuntimeError: _chunk_cat expects", case_with("[]"));
+  const UpstreamRow* found = table.match("fsdp2", "crash builtins.RuntimeError: _chunk_cat expects", case_with("[]"), "");
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(upstream_status_line(found, table),
             "known upstream: https://github.com/pytorch/pytorch/issues/1 (issue, open) (checked 2026-12-06)");

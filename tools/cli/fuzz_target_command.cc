@@ -135,7 +135,7 @@ nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& 
   finding.case_directory = directory.string();
   write_file_atomically((directory / "answer.json").string(), finding.answer.dump(1) + "\n");
   const std::string case_file = (directory / "case.json").string();
-  const UpstreamRow* row = upstream.match(options.target, finding.verdict.signature, finding.shrunk);
+  const UpstreamRow* row = upstream.match(options.target, finding.verdict.signature, finding.shrunk, finding.verdict.message);
   std::printf("\nfinding %zu: %s (%s)\n  %s\n", index + 1, target_verdict_name(finding.verdict.kind),
               finding.verdict.signature.c_str(), finding.verdict.message.substr(0, 1500).c_str());
   std::printf("  first at case %lld (%s); %lld cases hit it; confirmed alone (fresh ranks, %.0f s limit)\n",
@@ -213,7 +213,7 @@ void run_replay(const TargetCommandOptions& options) {
   std::printf("replay %s on %s: %s%s\n", options.replay_path.c_str(), options.target.c_str(),
               target_verdict_name(verdict.kind), verdict.signature.empty() ? "" : (" (" + verdict.signature + ")").c_str());
   if (!verdict.message.empty()) std::printf("%s\n", verdict.message.c_str());
-  const UpstreamRow* row = verdict.finding() ? upstream.match(options.target, verdict.signature, target_case) : nullptr;
+  const UpstreamRow* row = verdict.finding() ? upstream.match(options.target, verdict.signature, target_case, verdict.message) : nullptr;
   if (verdict.finding()) std::printf("upstream: %s\n", upstream_status_line(row, upstream).c_str());
   if (!options.report_path.empty()) {
     const nlohmann::json json = {{"target", options.target},
@@ -306,7 +306,7 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
     std::printf("  finding %zu: %s; script: %s; %s\n", index + 1, finding["signature"].get<std::string>().c_str(),
                 finding["repro"].value("verified", false) ? "verified" : "none",
                 upstream_status_line(upstream.match(options.target, report.findings[index].verdict.signature,
-                                                    report.findings[index].shrunk),
+                                                    report.findings[index].shrunk, report.findings[index].verdict.message),
                                      upstream)
                     .c_str());
   }
