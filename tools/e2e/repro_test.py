@@ -9,6 +9,10 @@
     ranks route to different experts: silent, and loud; a zero-sized weight's empty reduce-scatter)
     give scripts that verify_repro accepts: run alone as their Run: line says, they exit 1 and
     print the signature they matched;
+  * a saved MoE finding whose routing needs zero3's own weights and data (fsdp2-5-crash of
+    traces/findings/campaigns/fsdp2-300-seed-343386226): its seed-drawn script does not reproduce,
+    and the runner's write_repro then answers a verified script with the case's exact weights and
+    data as literals (bit for bit), within the line cap;
   * `KeyError: 0` is matched on its type and the function that raised it, never on the digit;
   * a script that does not reproduce its answer is not kept (verify_repro removes it, says why);
   * reference_disagreement and reference_error verdicts get no script (Unsupported);
@@ -149,11 +153,11 @@ class Cases:
     def __init__(self, work, python, versions):
         self.work, self.python, self.versions = work, python, versions
 
-    def script(self, directory, target, answer, signature, name="repro.py"):
+    def script(self, directory, target, answer, signature, name="repro.py", exact=False):
         from zero3py.runners.repro import write_repro
         versions = self.versions.get(target, self.versions.get("sweep"))
         return write_repro(directory, answer, os.path.join(directory, name), versions or "versions unknown", target,
-                           signature, self.python)
+                           signature, self.python, exact=exact)
 
     def write(self, name, target, settings, route=None):
         """The case directory: case.json, and init/data from the script's `model` and DATA.
@@ -175,13 +179,43 @@ class Cases:
             settings["seed"] += 1
         else:
             raise RuntimeError(f"{name}: no seed routes {route}")
-        init = {n: p.detach().clone() for n, p in model.named_parameters()}
-        data = {}
-        for s, step in enumerate(batches):
-            for m, (x, y) in enumerate(step):
-                data[f"step{s}.micro{m}.inputs"], data[f"step{s}.micro{m}.targets"] = x, y.float()
-        write_case(directory, settings, init, data)
+        write_case(directory, settings, *case_tensors(model, batches))
         return directory
+
+
+def case_tensors(model, batches):
+    """(init, data) of a case directory: a script's `model` and DATA under zero3's names."""
+    init = {n: p.detach().clone() for n, p in model.named_parameters()}
+    data = {}
+    for s, step in enumerate(batches):
+        for m, (x, y) in enumerate(step):
+            data[f"step{s}.micro{m}.inputs"], data[f"step{s}.micro{m}.targets"] = x, y.float()
+    return init, data
+
+
+def same_bits(module, init, data):
+    """What of an exact-data script's `model` and DATA differs from the case's tensors (float32
+    bit patterns, shapes; targets as values): [] when they are the case's, bit for bit."""
+    import torch
+    bits = lambda t: t.detach().contiguous().view(torch.int32)  # noqa: E731
+    off = [n for n, p in module.model.named_parameters() if n not in init or p.shape != init[n].shape
+           or not torch.equal(bits(p), bits(init[n]))]
+    if set(init) != {n for n, _ in module.model.named_parameters()}:
+        off.append("the parameter names")
+    found = {}
+    for s, step in enumerate(module.DATA):
+        for m, (x, y) in enumerate(step):
+            found[f"step{s}.micro{m}.inputs"], found[f"step{s}.micro{m}.targets"] = x, y
+    if set(found) != set(data):
+        return off + [f"the batches: {sorted(found)} against {sorted(data)}"]
+    for name, tensor in found.items():
+        if name.endswith(".inputs") and (tensor.dtype != torch.float32 or tensor.shape != data[name].shape
+                                         or not torch.equal(bits(tensor), bits(data[name]))):
+            off.append(name)
+        if name.endswith(".targets") and (tensor.shape != data[name].shape or not torch.equal(tensor.float(),
+                                                                                              data[name])):
+            off.append(name)
+    return off
 
 
 def routes_as(model, batches, settings, route):
@@ -335,6 +369,63 @@ def verify_finding(name, target, directory, answer, cases, failures, report, cou
     return written, check
 
 
+# A saved finding that needs its case's very numbers: FSDP2's fsdp2-5-crash (campaign fsdp2-300-seed-343386226),
+# an MoE leaf whose ranks route to different experts only with zero3's weights and data (rank 0 to both, rank 1
+# to expert 1: gloo aborts in the reduce-scatter); its seed-drawn script routes alike and every rank finishes.
+# The case.json is the saved one; its init and data are what zero3 materialises for it (`zero3 fuzz --target
+# fsdp2 --replay .../case.json` writes them into replay/), each float32 as its shortest literal: name -> (shape,
+# values).
+EXACT_CASE = os.path.join(ROOT, "traces", "findings", "campaigns", "fsdp2-300-seed-343386226", "fsdp2-5-crash",
+                          "case.json")
+EXACT_INIT = {"layers.0.gate.weight": ([2, 1], [-0.30388367, -0.122751564]), "layers.0.gate.bias": ([2], [0.0, 0.0]),
+              "layers.0.experts.0.fc.weight": ([1, 1], [1.5170327]), "layers.0.experts.0.fc.bias": ([1], [0.0]),
+              "layers.0.experts.0.proj.weight": ([1, 1], [-0.29526812]), "layers.0.experts.0.proj.bias": ([1], [0.0]),
+              "layers.0.experts.1.fc.weight": ([1, 1], [-0.6993347]), "layers.0.experts.1.fc.bias": ([1], [0.0]),
+              "layers.0.experts.1.proj.weight": ([1, 1], [-1.696807]), "layers.0.experts.1.proj.bias": ([1], [0.0])}
+EXACT_DATA = {"step0.micro0.inputs": ([4, 1], [-0.122256115, 0.07947265, 0.35779092, 0.26424035]),
+              "step0.micro0.targets": ([4], [0.0, 0.0, 0.0, 0.0])}
+
+
+def check_exact_data(cases, runner, failures, report, counts, work):
+    """The saved MoE finding above: its seed-drawn script does not reproduce (the premise), and the
+    runner's write_repro request then answers a verified script holding the case's exact weights
+    and data (BATCHES, INIT), within LINE_CAP lines, whose `model` and DATA are the case's bit for bit."""
+    import torch
+    from zero3py.runners.case import write_case
+    from zero3py.runners.repro import verify_repro
+    name, directory = "fsdp2-moe-exact-data", os.path.join(work, "fsdp2-moe-exact-data")
+    with open(EXACT_CASE) as file:
+        settings = json.load(file)
+    tensors = [{n: torch.tensor(values).view(shape) for n, (shape, values) in table.items()}
+               for table in (EXACT_INIT, EXACT_DATA)]
+    write_case(directory, settings, *tensors)
+    answer = runner.ask(directory)
+    signature = signature_of(answer)
+    if not signature.startswith("crash"):
+        failures.append(f"{name}: the runner's verdict is {signature!r}, expected a crash: {json.dumps(answer)[:1500]}")
+        return
+    seeded = cases.script(directory, "fsdp2", answer, signature, "seeded.py")
+    check = verify_repro(seeded["path"])
+    if check["verified"]:
+        failures.append(f"{name}: the seed-drawn script reproduces, so this case no longer tests the exact form: "
+                        f"{check['why']}")
+        return
+    path = os.path.join(directory, "repro.py")
+    got = runner.write_repro(directory, answer, path, signature)
+    text = open(path).read() if os.path.exists(path) else ""
+    report.append(f"  {name:32s} {got.get('lines') or 0:3d} lines, {signature[:70]!r}: seeded: "
+                  f"{check['why'][:60]!r}; exact: {got['status']}, "
+                  f"{got.get('verification', {}).get('why', got.get('message', ''))[:80]!r}")
+    print(report[-1], flush=True)
+    if got["status"] != "ok" or not text or "\nINIT = " not in text or "\nBATCHES = " not in text:
+        failures.append(f"{name}: no verified exact-data script: {json.dumps(got)[:2500]}\n{text}")
+        return
+    check_lines(name, got["lines"], failures, counts)
+    off = same_bits(load_script(path), *tensors)
+    if off:
+        failures.append(f"{name}: the script's weights or data differ from the case's: {off}")
+
+
 # -- the line count sweep -------------------------------------------------------------------------
 def random_layers(rng, width, prefix, named, budget, keep_width=False, depth=0):
     """Random valid layers on `width` features, at most budget[0] of them (nested ones counted):
@@ -399,13 +490,22 @@ def random_layers(rng, width, prefix, named, budget, keep_width=False, depth=0):
     return layers, width
 
 
+# The exact-data form is written for every fifth swept case only: the form's writer has no per-case
+# branches the seeded sweep does not reach, and writing all 300 doubled this test's time in CI.
+EXACT_SWEEP_EVERY = 5
+
+
 def sweep_lines(cases, work, count=300, seed=1):
     """Writes scripts for `count` random shrunk cases (1-8 layers, every layer type, every raw
     access, W 1, 2 or 4 with HSDP blocks) x targets x expectations without running them: each must
-    compile and keep its lines within 120 characters. -> ({(at most SHRUNK_LAYERS layers, target,
-    expectation): [line counts]}, {at most SHRUNK_LAYERS layers: (lines, the longest script's
-    description)}, failures)."""
-    from zero3py.runners.case import default_settings
+    compile and keep its lines within 120 characters. Every EXACT_SWEEP_EVERY-th case also gets
+    weights and data (its seeded script's) and every script again in the exact-data form (write_repro(exact=True)): each
+    must compile within 120 characters, and one a case must hold those tensors bit for bit; their
+    line counts are information (reproduce() keeps none over LINE_CAP). -> ({(at most
+    SHRUNK_LAYERS layers, target, expectation): [line counts]}, {at most SHRUNK_LAYERS layers:
+    (lines, the longest script's description)}, failures, {at most SHRUNK_LAYERS layers: [the
+    exact-data forms' line counts]})."""
+    from zero3py.runners.case import default_settings, write_case
     from zero3py.runners.training import Unsupported
     rng = random.Random(seed)
     answers = {"crash": {"status": "crash", "ranks": [{"rank": 0, "state": "exception",
@@ -414,10 +514,10 @@ def sweep_lines(cases, work, count=300, seed=1):
                "crash SIGABRT": {"status": "crash", "ranks": [{"rank": 1, "state": "signal", "signal": "SIGABRT"}]},
                "hang": {"status": "hang", "stuck": [0, 1]}}
     signatures = list(answers) + [f"silent_divergence in the {q}" for q in ("loss", "gradient norm", "final weights")]
-    counts, longest, failures = {}, {True: (0, ""), False: (0, "")}, []
+    counts, longest, failures, exact = {}, {True: (0, ""), False: (0, "")}, [], {True: [], False: []}
     directory = os.path.join(work, "sweep")
     os.makedirs(directory, exist_ok=True)
-    for _ in range(count):
+    for index in range(count):
         width = rng.choice([1, 2, 3, 4])
         while True:
             layers, out = random_layers(rng, width, "layers", {}, [rng.randint(1, 8)])
@@ -436,6 +536,18 @@ def sweep_lines(cases, work, count=300, seed=1):
             settings["zero"]["shard_group_size"] = 2
         with open(os.path.join(directory, "case.json"), "w") as out:
             json.dump(settings, out)
+        tensors = None
+        if index % EXACT_SWEEP_EVERY == 0:
+            try:  # the case's weights and data: its seeded script's
+                draft = load_script(cases.script(directory, "torch", {"status": "ok"},
+                                                 "silent_divergence in the loss", "draft.py")["path"])
+                tensors = case_tensors(draft.model, draft.DATA)
+                write_case(directory, settings, *tensors)
+            except Exception as error:  # noqa: BLE001  a generator bug: reported with its case
+                failures.append(f"sweep: the case's weights and data: {type(error).__name__}: {error}: "
+                                f"{json.dumps(settings)[:1500]}")
+                tensors = None
+        bits_checked = False
         for target in ("deepspeed", "fsdp2", "torch"):
             for signature in signatures:
                 try:
@@ -458,10 +570,41 @@ def sweep_lines(cases, work, count=300, seed=1):
                 shrunk = total <= SHRUNK_LAYERS
                 counts.setdefault((shrunk, target, signature.replace("silent_divergence in the ", "")), []).append(
                     result["lines"])
+                if tensors is not None:
+                    failures += exact_form(cases, directory, target, answers.get(signature, {"status": "ok"}),
+                                           signature, tensors, exact[shrunk], check_bits=not bits_checked)
+                    bits_checked = True
                 if result["lines"] > longest[shrunk][0]:
                     longest[shrunk] = (result["lines"], f"{target}, {signature}, {total} layers, "
                                                         f"{settings['torch']['raw_access']}: {json.dumps(layers)}")
-    return counts, longest, failures
+    return counts, longest, failures, exact
+
+
+def exact_form(cases, directory, target, answer, signature, tensors, counts, check_bits):
+    """The exact-data form of one swept script: it compiles, its lines within 120 characters, and
+    (check_bits) its `model` and DATA are the case's tensors bit for bit. -> failures."""
+    from zero3py.runners.training import Unsupported
+    try:
+        result = cases.script(directory, target, answer, signature, "sweep_exact.py", exact=True)
+    except Unsupported:
+        return []
+    except Exception as error:  # noqa: BLE001  a generator bug
+        return [f"sweep, exact data: {target} {signature}: {type(error).__name__}: {error}"]
+    text, failures = open(result["path"]).read(), []
+    try:
+        compile(text, result["path"], "exec")
+    except SyntaxError as error:
+        return [f"sweep, exact data: {target} {signature}: {error}:\n{text}"]
+    long_lines = [line for line in text.splitlines() if len(line) > 120 and not line.startswith("Run: ")]
+    if long_lines:
+        failures.append(f"sweep, exact data: {target} {signature}: lines over 120 characters: {long_lines[:2]}")
+    counts.append(result["lines"])
+    if check_bits:
+        off = same_bits(load_script(result["path"]), *tensors)
+        if off:
+            failures.append(f"sweep, exact data: {target} {signature}: the script's weights or data differ from the "
+                            f"case's: {off}\n{text}")
+    return failures
 
 
 def shrunk_findings():
@@ -596,7 +739,7 @@ def main():
 
     try:
         if wanted("sweep"):
-            swept, longest, more = sweep_lines(cases, work)
+            swept, longest, more, exact = sweep_lines(cases, work)
             failures += more
             for shrunk in (True, False):
                 total, parts = line_summary(swept, shrunk)
@@ -606,6 +749,12 @@ def main():
                       flush=True)
                 for part in parts:
                     print(f"    {part}", flush=True)
+            for shrunk in (True, False):
+                values = sorted(exact[shrunk])
+                print(f"  the same cases' scripts with their exact weights and data as literals (information: none is "
+                      f"kept over {LINE_CAP}), {'at most' if shrunk else 'more than'} {SHRUNK_LAYERS} layers: "
+                      f"{sum(n <= LINE_CAP for n in values)}/{len(values)} within {LINE_CAP}, median "
+                      f"{values[len(values) // 2] if values else 0}, max {values[-1] if values else 0}", flush=True)
             if longest[True][0] > LINE_CAP:
                 failures.append(f"sweep: a script of {longest[True][0]} lines for a case of at most {SHRUNK_LAYERS} "
                                 f"layers (the cap is {LINE_CAP}): {longest[True][1]}")
@@ -687,6 +836,8 @@ def check_cases(cases, runner, wanted, failures, report, counts, work, python):
         verify_finding("fsdp2-zero-sized", "fsdp2", directory, runner("fsdp2").ask(directory), cases, failures,
                        report, counts, expect_in="_chunk_cat expects non-empty tensor",
                        output_has=("reproduced: RuntimeError: _chunk_cat expects non-empty tensor",))
+    if wanted("fsdp2-moe-exact-data"):
+        check_exact_data(cases, runner("fsdp2"), failures, report, counts, work)
     # A script that does not reproduce its answer is not kept, and says why.
     if wanted("not-reproduced"):
         directory = cases.write("not-reproduced", "torch", settings_of(HSDP, {}))

@@ -73,22 +73,22 @@ def is_repro_request(request):
 def answer_repro(target, request, found):
     """A write_repro request -> its answer: the script written and run alone as its Run: line says,
     kept only when it reproduces the finding; or why there is none (PROTOCOL.md, "Repro scripts")."""
-    from zero3py.runners.repro import verify_repro, write_repro
+    from zero3py.runners.repro import reproduce
     from zero3py.runners.training import Unsupported
     ask, answer = request["write_repro"], {"id": request.get("id")}
-    try:
-        written = write_repro(os.path.abspath(ask["case"]), ask["answer"], os.path.abspath(ask["path"]),
-                              versions_line(found), target, ask["signature"], sys.executable)
+    try:  # seed-drawn weights and data first, then, if that does not reproduce, the case's own as literals
+        check = reproduce(os.path.abspath(ask["case"]), ask["answer"], os.path.abspath(ask["path"]),
+                          versions_line(found), target, ask["signature"], sys.executable,
+                          ask.get("verify_timeout_s", 300))
     except Unsupported as error:
         return {**answer, "status": "unsupported", "message": str(error)}
     except (OSError, ValueError, KeyError, TypeError, IndexError) as error:  # the case or answer is not one
         return {**answer, "status": "error", "message": f"write_repro: {type(error).__name__}: {error}"}
-    check = verify_repro(written["path"], ask.get("verify_timeout_s", 300))
     verification = {k: check[k] for k in ("why", "exit_code", "output_tail", "seconds")}
     if not check["verified"]:
         return {**answer, "status": "unverified", "message": check["why"], "verification": verification}
-    return {**answer, "status": "ok", "repro_script": written["path"], "lines": written["lines"],
-            "expect": written["expect"], "verification": verification}
+    return {**answer, "status": "ok", "repro_script": check["path"], "lines": check["lines"],
+            "expect": check["expect"], "verification": verification}
 
 
 def rank_summary(answers):

@@ -2,6 +2,8 @@
 
     written = write_repro(case_directory, answer, "repro.py", versions, target, signature, python)
     check = verify_repro(written["path"])   # runs its Run: line; removes the script unless it reproduces
+    # the runner's way: both, seeded first, then (when that does not reproduce) the case's exact numbers
+    found = reproduce(case_directory, answer, "repro.py", versions, target, signature, python)
 
 The script (no zero3 import, no case files) holds the case's model written out as nn.Module
 classes (repro_model.py: the runner's module tree, torch_layers' math), data and weights drawn
@@ -13,6 +15,12 @@ store in a fresh folder, so no port is chosen) training it as the runner's targe
 script (up to 4 layers, nested ones counted) fits in 60 lines of at most WIDTH characters: the
 model first, one-line constructors where they fit, FSDP2's and DDP's ranks and the reference
 sharing one loop (steps()), DeepSpeed's reference the same plain loop inline in the main block.
+A finding that needs the case's very numbers (an MoE whose ranks route to different experts
+only with zero3's weights and data, a value at a threshold) does not reproduce with seed-drawn
+ones: reproduce() then writes the script again with the case directory's initial weights and
+data as literals (write_repro(exact=True): BATCHES and INIT, each float32 as the shortest
+literal that reads back as the same float32, so the tensors are bit for bit the runner's) and
+keeps it when it reproduces and fits in LINE_CAP lines; else the why names both tries.
 It checks one signature and exits 1 when it reproduces, 0 when it does not, 2 when it fails
 another way; it prints what it saw against what it expects, and last `reproduced: <what
 matched>` or `not reproduced: <why>`:
@@ -33,8 +41,9 @@ matched>` or `not reproduced: <why>`:
     zero gradient for a trainable parameter nothing reached, the norm before clipping, clipping
     by max / (norm + 1e-6)). DeepSpeed's ranks run their own loop (engine.backward, engine.step).
     The loss is compared per micro-step (the ranks' mean against the reference's global batch),
-    the norm per step, the final weights as the harness does (their distance from the
-    reference's over its update, on the elements a gradient above 1e-5 moved).
+    the norm per step, the final weights as the harness does (each tensor's shape, then its
+    distance from the reference's over its update, on the elements a gradient above 1e-5 moved:
+    a shape off, FSDP2's [0, 0] for a [5, 0] weight, is a divergence).
 
 A `reference_disagreement` or `reference_error` verdict has no script: it is zero3's reference
 against the runner's own, no bug of the framework (write_repro raises Unsupported).
@@ -57,6 +66,9 @@ FRAMEWORK = {"deepspeed": "DeepSpeed ZeRO-3", "fsdp2": "FSDP2 (fully_shard)", "t
 # harness widens its own by), and far below the findings' (percents and more).
 TOLERANCE = {"loss": 1e-4, "gradient norm": 1e-3, "final weights": 1e-3}
 HANG_TIMEOUT_S = 120
+LINE_CAP = 60  # an issue's bound on a shrunk case's script: an exact-data script over it is not kept
+EXACT_GRACE_S = 90  # both verification runs of reproduce() together: at most their limit and this
+MIN_VERIFY_S = 30  # the least time worth a second run
 RANK_ROWS = ("x.chunk(W)[rank]", "y.chunk(W)[rank]")  # a rank's B rows of a global batch
 VERIFY_TIMEOUT_S = 300
 IDENTIFIER = re.compile(r"\b[A-Z][A-Z_]{7,}\b")
@@ -256,8 +268,8 @@ class Script:
     share the loop (FSDP2, DDP), train(rank) for each spawned rank, and the main block: spawn,
     the reference (DeepSpeed: its plain loop inline), the check."""
 
-    def __init__(self, case, target, expect, versions, python, name):
-        self.case, self.target, self.expect, self.model = case, target, expect, ScriptModel(case)
+    def __init__(self, case, target, expect, versions, python, name, exact=None):
+        self.case, self.target, self.expect, self.model = case, target, expect, ScriptModel(case, exact)
         self.versions, self.python, self.name = versions, python, name
         self.kind, self.quantity = expect["kind"], expect.get("quantity")
         self.divergence = self.kind == "divergence"
@@ -284,6 +296,8 @@ class Script:
         case, hyper = self.case, self.case["optimizer"]
         constants = (f"W, B, GAS, STEPS, SEED = {case['world']}, {case['micro_batch']}, {case['gas']}, "
                      f"{case['steps']}, {case['seed']}")
+        if self.model.exact:  # no seed: the weights and data are literals
+            constants = f"W, B, GAS, STEPS = {case['world']}, {case['micro_batch']}, {case['gas']}, {case['steps']}"
         adamw = (f"ADAMW = dict(lr={number(hyper['lr'])}, betas=({number(hyper['betas'][0])}, "
                  f"{number(hyper['betas'][1])}), eps={number(hyper['eps'])}, "
                  f"weight_decay={number(hyper['weight_decay'])})")
@@ -570,11 +584,13 @@ class Script:
                 "(frozen: all)",
                 "        moved = (adamw.state[p].get(\"exp_avg_sq\", torch.ones_like(p)) / (1 - "
                 "ADAMW[\"betas\"][1])).sqrt() >= 1e-5",
-                "        if (r := p.detach()[moved]).numel():  # the distance from the reference, over its update",
+                "        if ours[n].shape != p.shape: error[n] = f\"shape {list(ours[n].shape)}, the reference's "
+                "{list(p.shape)}\"",
+                "        elif (r := p.detach()[moved]).numel():  # the distance from the reference, over its update",
                 "            error[n] = float((ours[n][moved] - r).norm() / ((r - start[n][moved]).norm() + 1e-6 * "
                 "r.numel() ** 0.5))",
                 f"    print(\"{framework}'s final weights against the reference's, over their update:\", error)",
-                f"    off = [n for n, e in error.items() if not e <= {tolerance}]",
+                f"    off = [n for n, e in error.items() if isinstance(e, str) or not e <= {tolerance}]",
                 *_choice("f\"reproduced: the final weights {off} are off\"", "off",
                          "\"not reproduced: the final weights agree\""),
                 "    sys.exit(1 if off else 0)"]
@@ -658,19 +674,26 @@ def _fill(items, width):
     return lines + ([line] if line else [])
 
 
-def write_repro(case_directory, answer, path, versions, target, signature, python):
+def write_repro(case_directory, answer, path, versions, target, signature, python, exact=False):
     """Writes the script of the finding `answer` (the runner's answer to the case in
     `case_directory`, judged `signature` by the harness) to `path`, executable; returns
-    {"path", "lines", "expect"}. Unsupported when no script can be written (why in its message);
-    ValueError when the answer is no finding."""
+    {"path", "lines", "expect"}. Its weights and data are drawn from the case's seed, or with
+    `exact` are the case directory's own (init.safetensors, data.safetensors) as literals.
+    Unsupported when no script can be written (why in its message); ValueError when the answer
+    is no finding."""
     if target not in FRAMEWORK:
         raise ValueError(f"unknown target {target!r}")
     with open(os.path.join(case_directory, "case.json")) as file:
         case = json.load(file)
     expect = expectation(answer, signature)
     check_supported(case, target)
+    numbers = None
+    if exact:
+        from zero3py.safetensors_io import read_safetensors
+        numbers = tuple(read_safetensors(os.path.join(case_directory, f"{what}.safetensors"))
+                        for what in ("init", "data"))
     script = Script(case, target, expect, versions or "versions not given", os.path.abspath(python),
-                    os.path.basename(path))
+                    os.path.basename(path), numbers)
     text = script.text()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as out:
@@ -686,6 +709,39 @@ def run_line(path):
             if line.startswith("Run: "):
                 return line[len("Run: "):].strip()
     raise ValueError(f"{path} has no Run: line")
+
+
+def reproduce(case_directory, answer, path, versions, target, signature, python, timeout_s=VERIFY_TIMEOUT_S):
+    """write_repro and verify_repro, in two forms: the script with seed-drawn weights and data,
+    and, when that does not reproduce (a finding that needs the case's very numbers: an MoE's
+    routing, a value at a threshold), the same script with the case's exact initial weights and
+    data as literals, kept only when it reproduces and fits in LINE_CAP lines. Each run gets at
+    most `timeout_s`, both together at most timeout_s + EXACT_GRACE_S (the harness waits
+    timeout_s + 120 for the answer). -> verify_repro's keys and write_repro's ("path", "lines",
+    "expect"; the last form written), and "form": "seeded" or "exact". Unsupported and
+    ValueError as write_repro raises them (of the seeded form: the exact one only adds literals)."""
+    written = write_repro(case_directory, answer, path, versions, target, signature, python)
+    check = verify_repro(written["path"], timeout_s)
+    if check["verified"]:
+        return {**written, **check, "form": "seeded"}
+    seeded = f"with weights and data drawn from the seed: {check['why']}"
+    left = min(timeout_s, timeout_s + EXACT_GRACE_S - check["seconds"])
+    try:
+        exact = write_repro(case_directory, answer, path, versions, target, signature, python, exact=True)
+    except (Unsupported, OSError, ValueError, KeyError) as error:
+        return {**written, **check, "form": "seeded", "why": f"{seeded}; no script with the case's exact weights and "
+                f"data: {type(error).__name__}: {error}"}
+    if exact["lines"] > LINE_CAP:
+        os.remove(exact["path"])
+        return {**written, **check, "form": "seeded", "why": f"{seeded}; with the case's exact weights and data as "
+                f"literals the script would take {exact['lines']} lines, over the cap of {LINE_CAP}"}
+    if left < MIN_VERIFY_S:
+        os.remove(exact["path"])
+        return {**written, **check, "form": "seeded", "why": f"{seeded}; no time left ({left:.0f} s) to run the script "
+                f"with the case's exact weights and data"}
+    second = verify_repro(exact["path"], left)
+    why = second["why"] if second["verified"] else f"{seeded}; with the case's exact weights and data: {second['why']}"
+    return {**exact, **second, "form": "exact", "why": why, "seconds": round(check["seconds"] + second["seconds"], 1)}
 
 
 # Variables the harness's processes may carry that would steer a script's own process group.

@@ -2,9 +2,13 @@
 nn.Module classes the case needs (each a few lines, the forward math of zero3py/torch_layers.py
 op for op) and a module-level `model = Layers(...)` that assembles them into the module tree the
 runner builds, so that a framework's per-module hooks see the same modules and parameter names
-(`layers.2.layers.0.bias`); before it, DATA, drawn from the same seeded stream.
+(`layers.2.layers.0.bias`); before it, DATA, drawn from the same seeded stream. Or, given the
+case's own initial weights and data (`exact`, as case.read_case loads them: a finding that needs
+those very numbers), BATCHES and INIT hold them as literals (float32 values written so that they
+read back bit for bit) and `model` is loaded from INIT.
 
     model = ScriptModel(case)      # case: case.json as a dict
+    model = ScriptModel(case, exact=(init, data))  # its weights and data as literals
     model.code()                   # the classes, the seed, DATA and `model = ...`, as text
     model.path("layers.1.scale")   # "model.layers[1].scale": a module or parameter from the root
     model.units(leaves)            # the modules FSDP2's fully_shard takes, in the runner's order
@@ -26,6 +30,7 @@ OWNERS = ("linear", "unused_linear", "tied_linear", "layer_norm", "scale", "bias
 SHORT = {"linear": "linear", "unused_linear": "unused", "layer_norm": "norm", "scale": "scale", "bias": "bias",
          "raw_scale": "raw", "moe": "moe", "tied_linear": "tied"}
 WIDTH = 118  # the longest line the layout aims for (the project writes 120)
+WHOLE = 40  # an exact-data script's lists of at most this many characters stay on one line
 
 
 class Layer:
@@ -130,8 +135,9 @@ def layout(node, column, width=WIDTH):
 
 
 class ScriptModel:
-    def __init__(self, case):
+    def __init__(self, case, exact=None):
         model = case["model"]
+        self.exact = exact  # (init, data): name -> tensor each, or None: drawn from the seed
         if model.get("kind") != "sequential":
             raise Unsupported(f"model kind {model.get('kind')}: a repro script writes sequential models only")
         self.case, self.loss_kind = case, model["loss"]
@@ -547,7 +553,11 @@ class ScriptModel:
     def build(self):
         """The seeded model, a module-level `model` (each spawned rank imports the script and builds
         the same one; the parent's trains the reference), then DATA from the same seeded stream:
-        per step, GAS global batches of W*B rows."""
+        per step, GAS global batches of W*B rows. With `exact`: the case's data and weights as
+        literals instead (exact_build)."""
+        model = layout(Call("model = Layers", [self.expression(layer) for layer in self.layers]), 0)
+        if self.exact:
+            return self.exact_build(model)
         out = ["torch.manual_seed(SEED)  # the data: per step, GAS global batches of W*B rows; then the model's "
                "weights"]
         target = (f"torch.randn(W * B, {self.out})" if self.loss_kind == "mse"
@@ -557,7 +567,46 @@ class ScriptModel:
             out += [head + " for _ in range(STEPS)]"]
         else:
             out += [head, "        for _ in range(STEPS)]"]
-        return out + layout(Call("model = Layers", [self.expression(layer) for layer in self.layers]), 0)
+        return out + model
+
+    def exact_build(self, model):
+        """BATCHES (per step, GAS global batches of W*B rows: inputs as nested lists, targets as
+        class ids or nested lists) and DATA its tensors; `model`, then INIT (each parameter's values
+        flattened, a constant one as `[v] * n`) copied into it: the runner's numbers, bit for bit
+        (a float32 as its shortest literal, number(), which torch.tensor reads back exactly)."""
+        init, data = self.exact
+        names = [name for name, _, _ in self.owned()]
+        if set(init) != set(names):
+            raise ValueError(f"the case's initial weights name {sorted(init)}, its model {sorted(names)}")
+        batches = []
+        for step in range(self.case["steps"]):
+            batches.append([])
+            for micro in range(self.case["gas"]):
+                x, y = data[f"step{step}.micro{micro}.inputs"], data[f"step{step}.micro{micro}.targets"]
+                targets = y.tolist() if self.loss_kind == "mse" else [int(v) for v in y.tolist()]
+                batches[-1].append([checked(x.tolist()), checked(targets)])
+        out = ["# The case's own data and initial weights, each float32 bit for bit: seed-drawn ones did not reproduce "
+               "it"]
+        out += fill_atoms("BATCHES = ", _atoms(batches, whole=WHOLE), "per step, GAS global batches of W*B rows: "
+                          "inputs, targets")
+        out += ["DATA = [[(torch.tensor(x), torch.tensor(y)) for x, y in step] for step in BATCHES]"] + model
+        atoms = []
+        for name in names:
+            values = checked(init[name].flatten().tolist())
+            texts = [number(v) for v in values]
+            if len(texts) > 1 and len(set(texts)) == 1:  # the same float32 throughout (the sign of a zero too)
+                atoms.append(f"{json.dumps(name)}: [{texts[0]}] * {len(texts)},")
+                continue
+            inner = _atoms(values, whole=WHOLE)
+            inner[0] = f"{json.dumps(name)}: {inner[0]}"
+            atoms += inner[:-1] + [inner[-1] + ","]
+        if atoms:
+            atoms[0] = "{" + atoms[0]
+            atoms[-1] = atoms[-1][:-1] + "}"
+            out += fill_atoms("INIT = ", atoms, "each parameter's values flattened")
+            out += ["for n, v in INIT.items(): (p := model.get_parameter(n)).data.copy_(torch.tensor(v).view_as(p))"
+                    "  # in its shape"]
+        return out
 
     def code(self):
         return self.classes() + self.build()
@@ -600,21 +649,50 @@ def fill_literal(prefix, value, width=WIDTH, indent=4):
     """`prefix` and a dict or list literal, its items filled greedily into lines of at most
     `width`, broken only between items (a nested dict opens on the line of its key); continuation
     lines indented by `indent`."""
-    atoms = _atoms(value)
-    lines, line = [], prefix
-    for atom in atoms:
-        if line.strip() and len(line) + 1 + len(atom) > width and line != prefix:
-            lines.append(line)
-            line = " " * indent + atom
-        else:
-            line = f"{line}{'' if line == prefix else ' '}{atom}"
-    return lines + [line]
+    return fill_atoms(prefix, _atoms(value), width=width, indent=indent)
 
 
-def _atoms(value):
+def fill_atoms(prefix, atoms, comment="", width=WIDTH, indent=4):
+    """`prefix` and `atoms` (pieces of a literal, _atoms) filled greedily into lines of at most
+    `width`; `comment` ends the first line, or the last where the first has no room for it."""
+    def fill(first_width):
+        lines, line = [], prefix
+        for atom in atoms:
+            limit = first_width if not lines else width
+            if line.strip() and len(line) + 1 + len(atom) > limit and line != prefix:
+                lines.append(line)
+                line = " " * indent + atom
+            else:
+                line = f"{line}{'' if line == prefix else ' '}{atom}"
+        return lines + [line]
+    if not comment:
+        return fill(width)
+    tail = f"  # {comment}"
+    lines = fill(width)
+    if len(lines[-1] + tail) <= width:  # the last line has room: the fewest lines
+        return lines[:-1] + [lines[-1] + tail]
+    shorter = fill(width - len(tail))
+    if len(shorter) == len(lines) and len(shorter[0] + tail) <= width:
+        return [shorter[0] + tail] + shorter[1:]
+    return lines
+
+
+def checked(values):
+    """A nested list of numbers as it is, or Unsupported when one is not finite (no literal)."""
+    for value in values:
+        if isinstance(value, list):
+            checked(value)
+        elif not math.isfinite(value):
+            raise Unsupported(f"a non-finite value ({value}) in the case's weights or data")
+    return values
+
+
+def _atoms(value, whole=0):
     """The literal of `value` cut between its items, a dict of identifier keys as dict(key=value):
-    ['dict(a=1,', 'b=dict(c=2,', 'd=3))']."""
-    if not isinstance(value, (dict, list, tuple)) or not value:
+    ['dict(a=1,', 'b=dict(c=2,', 'd=3))']; a list whose literal takes at most `whole` characters
+    kept in one piece."""
+    if not isinstance(value, (dict, list, tuple)) or not value or (
+            isinstance(value, list) and len(literal(value)) <= whole):
         return [literal(value)]
     keywords = isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value)
     opening, closing = ("dict(", ")") if keywords else ("{", "}") if isinstance(value, dict) else ("[", "]")
@@ -622,7 +700,7 @@ def _atoms(value):
     atoms = []
     for i, (key, item) in enumerate(items):
         head = "" if key is None else f"{key}=" if keywords else literal(key) + ": "
-        inner = _atoms(item)
+        inner = _atoms(item, whole)
         inner[0] = head + inner[0]
         if i == 0:
             inner[0] = opening + inner[0]
