@@ -16,6 +16,8 @@ namespace {
 
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+}  // namespace
+
 std::string fired_kinds(const std::vector<FiredFault>& fired) {
   std::map<std::string, int64_t> counts;
   for (const FiredFault& fault : fired) ++counts[fault_kind_name(fault.kind)];
@@ -24,6 +26,8 @@ std::string fired_kinds(const std::vector<FiredFault>& fired) {
   return text.empty() ? "none" : text;
 }
 
+namespace {
+
 bool fired(const std::vector<FiredFault>& faults, FaultKind kind) {
   for (const FiredFault& fault : faults) {
     if (fault.kind == kind) return true;
@@ -31,8 +35,9 @@ bool fired(const std::vector<FiredFault>& faults, FaultKind kind) {
   return false;
 }
 
-// A failed run's outcome from its root cause's type and the faults that fired.
-FaultRunOutcome classify_failure(const DistributedRunResult& result) {
+}  // namespace
+
+FaultRunOutcome classify_failed_run(const DistributedRunResult& result) {
   FaultRunOutcome outcome;
   const std::vector<FiredFault>& faults = result.sim.fired;
   const RankOutcome& root = result.sim.ranks.at(static_cast<size_t>(result.sim.root_cause_rank));
@@ -64,6 +69,8 @@ FaultRunOutcome classify_failure(const DistributedRunResult& result) {
   }
   return outcome;
 }
+
+namespace {
 
 DistributedRunOptions run_options(const FaultCampaignOptions& options) {
   DistributedRunOptions run;
@@ -123,7 +130,7 @@ FaultCampaign run_fault_campaign(const FaultCampaignOptions& options,
     if (result.sim.all_ok()) {
       outcome = classify_finished_run(result, reference);
     } else {
-      outcome = classify_failure(result);
+      outcome = classify_failed_run(result);
     }
     outcome.fault_seed = fault_seed;
     outcome.fired = fired_kinds(result.sim.fired);

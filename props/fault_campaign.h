@@ -63,6 +63,12 @@ struct FaultCampaign {
 // final state (the last update) must not pass.
 FaultRunOutcome classify_finished_run(const DistributedRunResult& run, const DistributedRunResult& fault_free);
 
+// A failed run's outcome from its root cause's type and the faults that fired: a specific error
+// only when a fired fault explains it (an OutOfMemoryError after an alloc fault, ...).
+FaultRunOutcome classify_failed_run(const DistributedRunResult& result);
+// "late x12, crash x1", or "none".
+std::string fired_kinds(const std::vector<FiredFault>& fired);
+
 // `on_run` after each run (progress). InputError for an unknown model or a bad plan.
 FaultCampaign run_fault_campaign(const FaultCampaignOptions& options,
                                  const std::function<void(const FaultRunOutcome&, size_t done)>& on_run = {});

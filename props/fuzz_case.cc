@@ -50,6 +50,7 @@ nlohmann::json case_file_json(const FuzzCase& fuzz_case, const std::string& prop
                          {"resume_world", fuzz_case.checkpoint.resume_world}};
   }
   if (fuzz_case.device != Device::cpu) run["device"] = device_name(fuzz_case.device);
+  if (fuzz_case.save_every > 0) run["save_every"] = fuzz_case.save_every;
   return {
       {"zero3_trace", 1},
       {"source", "fuzz"},
@@ -81,7 +82,7 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
   root.at("model_spec").expect_object();
   fuzz_case.model_spec = root.at("model_spec").json();
   const JsonReader run = root.at("run");
-  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint", "device"});
+  run.expect_only_keys({"world", "seed", "steps", "config", "inject", "faults", "checkpoint", "device", "save_every"});
   fuzz_case.world = static_cast<int>(run.at("world").as_int(1, 4096));
   fuzz_case.seed = static_cast<uint64_t>(run.at("seed").as_int(0, INT64_MAX));
   fuzz_case.steps = run.at("steps").as_int(1, 1 << 20);
@@ -104,6 +105,7 @@ FuzzCase case_from_file_json(const nlohmann::json& json, const std::string& sour
     fuzz_case.checkpoint.resume_world = static_cast<int>(checkpoint.at("resume_world").as_int(1, 4096));
   }
   if (run.has("device")) fuzz_case.device = fuzz_case_device(run.at("device"));
+  if (run.has("save_every")) fuzz_case.save_every = run.at("save_every").as_int(1, fuzz_case.steps);
   return fuzz_case;
 }
 
@@ -143,6 +145,7 @@ std::string describe(const FuzzCase& fuzz_case) {
   if (config.zero.offload_param != OffloadDevice::none) text += ", parameters offloaded";
   if (fuzz_case.faults != "none") text += ", faults " + fuzz_case.faults;
   if (fuzz_case.device != Device::cpu) text += ", on " + device_name(fuzz_case.device);
+  if (fuzz_case.save_every > 0) text += ", saved every " + std::to_string(fuzz_case.save_every) + " steps";
   if (fuzz_case.checkpoint.save_at_step > 0) {
     text += ", saved at step " + std::to_string(fuzz_case.checkpoint.save_at_step) + " and resumed on W=" +
             std::to_string(fuzz_case.checkpoint.resume_world);

@@ -35,6 +35,9 @@ struct FuzzCase {
   std::vector<std::string> inject{};  // Bug names (core/zero3/bug_injection.h) switched on in the engine
   std::string faults = "none";        // FaultPlan::to_string()
   CheckpointPlan checkpoint{};
+  // > 0: the fault-tolerance property saves a checkpoint series every this many steps, so that
+  // faults reach checkpoint writes (a crash mid-save must leave the last complete one as it was).
+  int64_t save_every = 0;
   // Where every rank's tensors live: cpu, or opaque (sim/opaque_device.h), whose runs equal cpu's
   // bit for bit. `zero3 fuzz --device` sets it on every generated case.
   Device device = Device::cpu;

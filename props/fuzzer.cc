@@ -7,6 +7,7 @@
 #include "core/base/text.h"
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
+#include "props/fault_tolerance.h"
 #include "props/injections/injections.h"
 
 namespace zero3 {
@@ -156,6 +157,8 @@ const std::vector<FuzzProperty>& fuzz_properties() {
        gen_replay_case, check_replay_memory},
       {"device-agreement", "SPMD cases: the opaque device's run equals the cpu run bit for bit", gen_spmd_case,
        check_device_agreement},
+      {"fault-tolerance", "SPMD cases under a fault plan: equal to the fault-free run or the fired fault's error; "
+       "the last complete checkpoint intact", gen_fault_case, check_fault_tolerance},
   };
   return properties;
 }

@@ -29,7 +29,7 @@ struct FuzzProperty {
   Verdict (*check)(const FuzzCase&);
 };
 // equivalence, no-silent-failure, collective-agreement, lifecycle, determinism,
-// checkpoint-round-trip, replay-memory, device-agreement (in this order).
+// checkpoint-round-trip, replay-memory, device-agreement, fault-tolerance (in this order).
 const std::vector<FuzzProperty>& fuzz_properties();
 // InputError listing the names when there is no such property.
 const FuzzProperty& find_fuzz_property(const std::string& name);

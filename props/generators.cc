@@ -257,6 +257,25 @@ rc::Gen<std::string> gen_fault_plan(bool destructive) {
   return rc::gen::map(plan, [](const std::string& text) { return FaultPlan::parse(text).to_string(); });
 }
 
+rc::Gen<std::string> gen_campaign_fault_plan() {
+  // Prefixes of the site classes (FiredFault::site_class) a plan can aim at, the paths the levers
+  // added first: a crash is rare per site (FaultPlan::fire_probability), so a site met a few times
+  // a run would otherwise see one only in thousands of runs.
+  static const std::vector<std::string> kSites = {
+      "checkpoint",  "offload", "recompute gather", "secondary-shard gather", "block gather",
+      "across-block", "block reduce-scatter", "gradient", "gather", "compute", "memory", "loss", "grad_norm"};
+  const auto aimed = rc::gen::exec([] {
+    const std::string kind = *rc::gen::element<std::string>("crash", "stall", "alloc", "late", "reorder");
+    // alloc fires at allocations only: the offload host buffer or a device category.
+    const std::string site = kind == "alloc" ? *rc::gen::element<std::string>("offload host buffer", "memory")
+                                             : *rc::gen::elementOf(kSites);
+    const std::string probability = *rc::gen::element<std::string>("0.05", "0.2", "0.5");
+    return kind + "@" + site + "=" + probability;
+  });
+  const auto plan = rc::gen::weightedOneOf<std::string>({{1, rc::gen::just(std::string("all?"))}, {1, aimed}});
+  return rc::gen::map(plan, [](const std::string& text) { return FaultPlan::parse(text).to_string(); });
+}
+
 namespace {
 
 // The shape every case generator shares: a world, a model for it, a config fitted to the model,
@@ -300,6 +319,16 @@ rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits) {
     fuzz_case.config.zero.leaf_modules.clear();
     fuzz_case.seed = *gen_seed();
     fuzz_case.steps = *gen_steps();
+    return fuzz_case;
+  });
+}
+
+rc::Gen<FuzzCase> gen_fault_case(const GenLimits& limits) {
+  return rc::gen::exec([=] {
+    FuzzCase fuzz_case = *gen_spmd_case(limits);
+    fuzz_case.faults = *gen_campaign_fault_plan();
+    fuzz_case.steps = *gen_uniform(2, 4);
+    fuzz_case.save_every = *gen_weighted_element<int64_t>({{1, 0}, {1, 1}, {1, 2}});
     return fuzz_case;
   });
 }

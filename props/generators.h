@@ -94,6 +94,12 @@ rc::Gen<std::vector<std::string>> gen_checkpoint_modules(const ModelFacts& facts
 // must end in a specific error.
 rc::Gen<std::string> gen_fault_plan(bool destructive);
 
+// The fault campaign's plans: every kind on in half of the runs (BUGGIFY, the first table's plan)
+// or one kind aimed at one class of site (`crash@checkpoint=0.2`, `alloc@offload=0.5`), so that
+// rare sites — a checkpoint write, an offload copy, a recompute gather — see faults in every
+// campaign. Shrinks toward the BUGGIFY plan.
+rc::Gen<std::string> gen_campaign_fault_plan();
+
 // Cases for the properties (props/properties.h):
 // SPMD: every rank runs the same modules — MoE only as a leaf, or on one rank; benign faults.
 rc::Gen<FuzzCase> gen_spmd_case(const GenLimits& limits);
@@ -103,6 +109,9 @@ rc::Gen<FuzzCase> gen_any_case(const GenLimits& limits);
 // Raw handles to other layers' parameters in otherwise plain SPMD models (no MoE, no leaf modules,
 // no memory levers, no faults): whether a run fails silently depends on the placeholder policy alone.
 rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits);
+// The fault campaign's cases (fault-tolerance): gen_spmd_case's models, levers and groups, a
+// campaign fault plan, 2..4 steps, and half of them save a checkpoint series (save_every).
+rc::Gen<FuzzCase> gen_fault_case(const GenLimits& limits);
 // Rank-divergent: W >= 2, at least one MoE, no leaf modules.
 rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits);
 // The cases the replay-memory property replays: gen_spmd_case's, group sizes included (the

@@ -1,10 +1,6 @@
 // The harness's properties as functions of a case (see properties.h).
 #include "props/properties.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 
 #include "core/training/checkpoint.h"
@@ -13,6 +9,7 @@
 #include "core/models/model_zoo.h"
 #include "props/lifecycle/lifecycle_checker.h"
 #include "props/model_facts.h"
+#include "props/scratch_folder.h"
 
 namespace zero3 {
 
@@ -56,42 +53,6 @@ std::string differences_between_runs(const DistributedRunResult& zero3, const Di
 std::string differences_from_reference(const FuzzCase& fuzz_case, const DistributedRunResult& zero3) {
   return differences_between_runs(zero3, run_distributed(reference_options(fuzz_case)));
 }
-
-// Where scratch checkpoints go: $TMPDIR when set, else memory-backed /dev/shm where there is one,
-// else the system's temp folder. A checkpoint save syncs every file to its disk, which the
-// round-trip property does not test and which was 1.6 s of its 4.6 s for 300 cases on a disk-backed
-// /tmp (zero3 fuzz --cases 300 --seed 12 --property checkpoint-round-trip).
-std::filesystem::path scratch_root() {
-  const char* tmpdir = std::getenv("TMPDIR");
-  std::error_code error;
-  if ((tmpdir == nullptr || *tmpdir == '\0') && std::filesystem::is_directory("/dev/shm", error) &&
-      ::access("/dev/shm", W_OK | X_OK) == 0) {
-    return "/dev/shm";
-  }
-  return std::filesystem::temp_directory_path();
-}
-
-// A fresh folder under scratch_root(), removed with all it holds when done.
-class ScratchFolder {
- public:
-  ScratchFolder() {
-    static int64_t count = 0;
-    path_ = scratch_root() /
-            ("zero3-checkpoint-property-" + std::to_string(::getpid()) + "-" + std::to_string(count++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchFolder() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Two full states (master weights and moments by id) bit for bit; empty when equal.
 std::string state_differences(std::vector<OptimizerSlot> actual, std::vector<OptimizerSlot> expected) {

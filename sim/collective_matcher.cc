@@ -93,24 +93,24 @@ void CollectiveMatcher::throw_if_unusable_doing(int task, DoingFn&& doing) const
 }
 
 template <class SiteFn>
-void CollectiveMatcher::inject_rank_faults_at(int task, SiteFn&& site) {
+void CollectiveMatcher::inject_rank_faults_at(int task, std::string_view site_class, SiteFn&& site) {
   // Once the world has failed the run is over for the collectives; more crashes would only bury
   // the root cause.
   if (failure_) return;
-  if (faults_.fire(FaultKind::crash, task, site)) {
+  if (faults_.fire(FaultKind::crash, task, site_class, site)) {
     const std::string crash_site = site();
     state(task).crashed = true;
     rank_failed(task, "crashed (injected fault) at " + crash_site);
     throw RankCrashedError(rank_name(task) + " crashed (injected fault) at " + crash_site);
   }
-  if (faults_.fire(FaultKind::stall, task, site)) {
+  if (faults_.fire(FaultKind::stall, task, site_class, site)) {
     scheduler_.advance(task, 10.0 * faults_.draw_delay_s());
     scheduler_.yield();
   }
 }
 
-void CollectiveMatcher::inject_rank_faults(int task, const std::string& site) {
-  inject_rank_faults_at(task, [&] { return site; });
+void CollectiveMatcher::inject_rank_faults(int task, std::string_view site_class, const std::string& site) {
+  inject_rank_faults_at(task, site_class, [&] { return site; });
 }
 
 std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, int group, CollectiveCall call) {
@@ -123,7 +123,7 @@ std::shared_ptr<CollectiveSlot> CollectiveMatcher::issue(int task, int group, Co
   const auto call_where = [&] { return where(group, call, sequence); };
   const auto issuing = [&] { return "issuing " + call_where(); };
   throw_if_unusable_doing(task, issuing);
-  inject_rank_faults_at(task, call_where);
+  inject_rank_faults_at(task, collective_site_class(*call.site), call_where);
   throw_if_unusable_doing(task, issuing);  // the world may have failed while the task stalled
   check_buffers_free(task, call, sequence, group);
   if (!call.meta && groups_.ranks_of(task).size() > 1) {
@@ -237,7 +237,7 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
                                                           comm_group(slot.group).level);
   double duration_s = modelled_s * jitter;
   const auto site = [&] { return where(slot.group, call, slot.sequence); };
-  if (faults_.fire(FaultKind::late, -1, site)) duration_s += faults_.draw_delay_s();
+  if (faults_.fire(FaultKind::late, -1, collective_site_class(*call.site), site)) duration_s += faults_.draw_delay_s();
   // Matched collectives start in each party's issue order. A group's collective may still start
   // ahead of one its party issued earlier on another communicator that waits for ranks outside the
   // group (not matched, so not on the stream yet), where NCCL on one stream would keep issue order:
@@ -250,7 +250,7 @@ void CollectiveMatcher::match(CollectiveSlot& slot) {
   for (int task : parties) stream_free_s_[static_cast<size_t>(task)] = start_s + duration_s;
   double end_s = start_s + duration_s;
   // A reordered completion is held back without holding the stream, so later collectives overtake it.
-  if (faults_.fire(FaultKind::reorder, -1, site)) end_s += faults_.draw_delay_s();
+  if (faults_.fire(FaultKind::reorder, -1, collective_site_class(*call.site), site)) end_s += faults_.draw_delay_s();
   slot.start_s = start_s;
   slot.end_s = end_s;
   slot.matched = true;

@@ -112,7 +112,7 @@ class CollectiveMatcher {
   void rank_failed(int task, const std::string& reason);
   // Fault sites of a task's own progress ("compute", or the collective about to be issued): may
   // stall the task or crash it (throws RankCrashedError). No faults once the world has failed.
-  void inject_rank_faults(int task, const std::string& site);
+  void inject_rank_faults(int task, std::string_view site_class, const std::string& site);
   // Throws RankCrashedError if the task crashed (its program may have caught the first one).
   void throw_if_crashed(int task, const std::string& doing) const;
   // The scheduler found every live task blocked: fail the world with a deadlock or mismatch report.
@@ -167,7 +167,7 @@ class CollectiveMatcher {
   template <class DoingFn>
   void throw_if_unusable_doing(int task, DoingFn&& doing) const;
   template <class SiteFn>
-  void inject_rank_faults_at(int task, SiteFn&& site);
+  void inject_rank_faults_at(int task, std::string_view site_class, SiteFn&& site);
   bool usable(int task) const;
   void throw_if_unusable(int task, const std::string& doing) const;
   std::shared_ptr<CollectiveSlot> open_slot(int group, int64_t sequence);

@@ -55,7 +55,8 @@ void run_rank(SimRank& sim, const DistributedRunOptions& options, const Checkpoi
                              .on_training_done = [&] { output.training_memory = memory_of(sim.allocator()); },
                              .ddp_allreduce_bucket_bytes = options.ddp_allreduce_bucket_bytes};
   if (options.observer_for_rank) program.observer = options.observer_for_rank(sim.rank());
-  output.program = run_rank_program({.comm = &comm, .allocator = sim.allocator(), .kernels = sim.kernels()}, built, program);
+  output.program = run_rank_program({.comm = &comm, .allocator = sim.allocator(), .kernels = sim.kernels(), .faults = &sim},
+                                    built, program);
 }
 
 // The checkpoint to resume from, validated against the model once for all ranks, and the save step

@@ -18,7 +18,8 @@ constexpr double kBuggifyEnableProbability = 0.5;
 
 std::string expected_items() {
   return "expected a comma-separated list of late, reorder, stall, crash, alloc (each optionally with '?' for "
-         "'on in half of the runs' and '=P' for the probability per site, 0 <= P <= 1), 'all', or 'none'";
+         "'on in half of the runs', '@SITE' to fire only at sites whose class starts with SITE, e.g. "
+         "crash@checkpoint, and '=P' for the probability per site, 0 <= P <= 1), 'all', or 'none'";
 }
 
 double parse_probability(const std::string& item, const std::string& text, const std::string& whole) {
@@ -50,6 +51,12 @@ void apply_item(FaultPlan& plan, const std::string& item, const std::string& who
     name = item.substr(0, equals);
     probability = item.substr(equals + 1);
   }
+  std::string site;
+  if (const size_t at = name.find('@'); at != std::string::npos) {
+    site = name.substr(at + 1);
+    name = name.substr(0, at);
+    if (site.empty()) throw InputError("fault plan '" + whole + "': empty site after '@' in '" + item + "'; " + expected_items());
+  }
   double enable = 1.0;
   if (!name.empty() && name.back() == '?') {
     enable = kBuggifyEnableProbability;
@@ -61,6 +68,7 @@ void apply_item(FaultPlan& plan, const std::string& item, const std::string& who
     const size_t index = static_cast<size_t>(kind);
     plan.enable_probability[index] = enable;
     if (!probability.empty()) plan.fire_probability[index] = parse_probability(item, probability, whole);
+    plan.site_filter[index] = site;
     matched = true;
   }
   if (!matched) throw InputError("fault plan '" + whole + "': unknown fault '" + name + "'; " + expected_items());
@@ -103,6 +111,7 @@ std::string FaultPlan::to_string() const {
     if (!text.empty()) text += ",";
     text += fault_kind_name(kind);
     if (enable_probability[index] < 1.0) text += "?";
+    if (!site_filter[index].empty()) text += "@" + site_filter[index];
     text += "=" + format_probability(fire_probability[index]);
   }
   return text.empty() ? "none" : text;
@@ -128,6 +137,11 @@ FaultInjector::FaultInjector(const FaultPlan& plan, uint64_t seed, Recorder* rec
     const size_t index = static_cast<size_t>(kind);
     enabled_[index] = rng_.next_uniform() < plan_.enable_probability[index];
   }
+}
+
+bool FaultInjector::site_admitted(FaultKind kind, std::string_view site_class) const {
+  const std::string& filter = plan_.site_filter[static_cast<size_t>(kind)];
+  return filter.empty() || site_class.substr(0, filter.size()) == filter;
 }
 
 double FaultInjector::draw_delay_s() { return (1.0 - rng_.next_uniform()) * plan_.delay_s_max; }

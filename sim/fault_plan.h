@@ -4,11 +4,12 @@
 //
 //   FaultPlan plan = FaultPlan::parse("late,crash=0.1,stall?");  // stall: on in half of the runs
 //   FaultInjector faults(plan, seed, &recorder);
-//   if (faults.fire(FaultKind::stall, rank, [&] { return std::string("compute"); })) ...
+//   if (faults.fire(FaultKind::stall, rank, "compute", [&] { return std::string("compute"); })) ...
 #pragma once
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/errors.h"
@@ -42,13 +43,17 @@ struct FaultPlan {
   // makes thousands of acquires and collectives in 5 steps, and `--faults all` then trains in about
   // 6 runs of 10 (the fault campaign, `zero3 fuzz --fault-campaign`, measures it).
   std::array<double, kFaultKindCount> fire_probability{0.25, 0.25, 0.05, 0.0003, 0.0002};
+  // Where an enabled kind may fire: only at sites whose class (FiredFault::site_class) starts with
+  // this; "" everywhere. `crash@checkpoint` aims crashes at checkpoint saves.
+  std::array<std::string, kFaultKindCount> site_filter{};
   // Extra delay of a late or reordered completion: uniform in (0, delay_s_max]; a stall lasts up
   // to ten times this.
   double delay_s_max = 1e-3;
 
   // Comma-separated items: `kind` (on), `kind?` (on with probability 1/2 per run), either with an
-  // optional `=fire_probability`; `all` / `all?` for every kind; `none` or "" for no faults.
-  // Kinds: late, reorder, stall, crash, alloc. Throws InputError naming the bad item.
+  // optional `@site` (site_filter) and an optional `=fire_probability`; `all` / `all?` for every
+  // kind; `none` or "" for no faults. Kinds: late, reorder, stall, crash, alloc. Throws InputError
+  // naming the bad item.
   static FaultPlan parse(const std::string& text);
   // The parseable form, e.g. "late=0.25,crash?=0.01"; "none" when no kind can be on.
   std::string to_string() const;
@@ -59,6 +64,9 @@ struct FiredFault {
   FaultKind kind;
   int rank;          // -1: the fault hit one collective of every rank
   std::string site{};  // e.g. "all_gather #7 (module 'h.0')", "compute", "acquire gathered_param ..."
+  // What kind of place, for per-site tables and plan filters: "gather", "recompute gather",
+  // "across-block all-reduce", "compute", "memory gathered_param", "checkpoint write", ...
+  std::string site_class{};
 };
 std::string describe(const FiredFault& fault);
 
@@ -68,12 +76,13 @@ class FaultInjector {
 
   bool enabled(FaultKind kind) const { return enabled_[static_cast<size_t>(kind)]; }
   // Draws whether `kind` fires at this site; a fired fault is listed and recorded in the event log
-  // of `rank` (of every rank for -1). `site()` is only called when the fault fires.
+  // of `rank` (of every rank for -1). `site()` is only called when the fault fires. A site the
+  // plan's filter excludes draws nothing.
   template <class SiteFn>
-  bool fire(FaultKind kind, int rank, SiteFn&& site) {
-    if (!enabled(kind)) return false;
+  bool fire(FaultKind kind, int rank, std::string_view site_class, SiteFn&& site) {
+    if (!enabled(kind) || !site_admitted(kind, site_class)) return false;
     if (rng_.next_uniform() >= plan_.fire_probability[static_cast<size_t>(kind)]) return false;
-    note_fired(FiredFault{kind, rank, site()});
+    note_fired(FiredFault{kind, rank, site(), std::string(site_class)});
     return true;
   }
   // Uniform in (0, delay_s_max].
@@ -84,6 +93,7 @@ class FaultInjector {
 
  private:
   void note_fired(FiredFault fault);
+  bool site_admitted(FaultKind kind, std::string_view site_class) const;
 
   FaultPlan plan_;
   CounterRng rng_;

@@ -61,10 +61,31 @@ TEST(FaultInjector, BuggifySwitchesEachKindOnInSomeRunsAndOffInOthers) {
 
 TEST(FaultInjector, AFiredFaultIsListedWithKindRankAndSite) {
   FaultInjector faults(FaultPlan::parse("stall=1"), 0, nullptr);
-  EXPECT_FALSE(faults.fire(FaultKind::crash, 1, [] { return std::string("compute"); }));
-  EXPECT_TRUE(faults.fire(FaultKind::stall, 2, [] { return std::string("compute"); }));
+  EXPECT_FALSE(faults.fire(FaultKind::crash, 1, "compute", [] { return std::string("compute"); }));
+  EXPECT_TRUE(faults.fire(FaultKind::stall, 2, "compute", [] { return std::string("compute"); }));
   ASSERT_EQ(faults.fired().size(), 1u);
   EXPECT_EQ(describe(faults.fired()[0]), "stall on rank 2 at compute");
+}
+
+TEST(FaultPlan, ASiteFilterAimsAKindAtOneClassOfSiteAndRoundTrips) {
+  const FaultPlan plan = FaultPlan::parse("crash?@checkpoint=0.5,late");
+  EXPECT_EQ(plan.site_filter[static_cast<size_t>(FaultKind::crash)], "checkpoint");
+  EXPECT_EQ(plan.site_filter[static_cast<size_t>(FaultKind::late)], "");
+  EXPECT_EQ(plan.to_string(), "late=0.25,crash?@checkpoint=0.5");
+  EXPECT_EQ(FaultPlan::parse(plan.to_string()).to_string(), plan.to_string());
+  // Site classes hold spaces; only the prefix has to match.
+  FaultInjector faults(FaultPlan::parse("crash@checkpoint=1"), 0, nullptr);
+  EXPECT_FALSE(faults.fire(FaultKind::crash, 0, "gather", [] { return std::string("all_gather #1"); }));
+  EXPECT_FALSE(faults.fire(FaultKind::crash, 0, "compute", [] { return std::string("compute"); }));
+  EXPECT_TRUE(faults.fire(FaultKind::crash, 1, "checkpoint write", [] { return std::string("rank_00001.bin"); }));
+  ASSERT_EQ(faults.fired().size(), 1u);
+  EXPECT_EQ(faults.fired()[0].site_class, "checkpoint write");
+  try {
+    FaultPlan::parse("crash@=0.5");
+    FAIL() << "an empty site was accepted";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("empty site after '@' in 'crash@=0.5'"), std::string::npos) << error.what();
+  }
 }
 
 TEST(HardwareProfile, ParsesKnownKeysAndRejectsUnknownOrNonPositiveOnes) {

@@ -18,7 +18,7 @@ namespace zero3 {
 SimRank::SimRank(int rank, int task, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
                  FaultInjector& faults, Recorder& recorder)
     : rank_(rank), task_(task), world_(options.world), seed_(options.seed), hardware_(options.hardware),
-      scheduler_(scheduler), matcher_(matcher), recorder_(recorder), allocator_(rank, &faults),
+      scheduler_(scheduler), matcher_(matcher), faults_(faults), recorder_(recorder), allocator_(rank, &faults),
       comm_(std::make_unique<SimCommunicator>(rank, options.world, task, matcher)),
       kernels_(std::make_unique<HazardCheckingKernels>(options.kernels ? *options.kernels : cpu_kernels(),
                                                        matcher.in_flight(task), rank)) {}
@@ -34,9 +34,22 @@ void SimRank::advance_compute(double flops) {
   ZERO3_CHECK(scheduler_.current() == task_, "advance_compute of rank " + std::to_string(rank_) + " from task " +
                                                  std::to_string(scheduler_.current()));
   matcher_.throw_if_crashed(task_, "computing");
-  matcher_.inject_rank_faults(task_, "compute");
+  matcher_.inject_rank_faults(task_, "compute", "compute");
   scheduler_.advance(task_, compute_time_s(hardware_, flops));
   scheduler_.yield();
+}
+
+void SimRank::reach(const char* site_class, const std::string& where) {
+  matcher_.throw_if_crashed(task_, where);
+  matcher_.inject_rank_faults(task_, site_class, where);
+}
+
+void SimRank::host_allocation(const char* site_class, int64_t bytes, const std::string& what) {
+  if (matcher_.failed()) return;  // as for the other faults: none once the run has failed
+  if (faults_.fire(FaultKind::alloc, rank_, site_class, [&] { return std::string(site_class) + ": " + what; })) {
+    throw OutOfMemoryError("out of host memory on rank " + std::to_string(rank_) + ": refused " +
+                           std::to_string(bytes) + " bytes for " + what + " (injected allocation failure)");
+  }
 }
 
 void SimRank::yield() {

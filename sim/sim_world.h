@@ -46,6 +46,7 @@
 #include "sim/fault_plan.h"
 #include "sim/hardware_profile.h"
 #include "sim/rank_groups.h"
+#include "core/base/fault_points.h"
 #include "sim/sim_allocator.h"
 
 namespace zero3 {
@@ -72,12 +73,16 @@ struct SimOptions {
   std::vector<std::vector<int>> rank_groups{};
 };
 
-// What one rank's program sees.
-class SimRank {
+// What one rank's program sees. As FaultPoints it is where the plan's crash, stall and alloc
+// faults fire outside the collectives (offload copies, checkpoint writes).
+class SimRank final : public FaultPoints {
  public:
   SimRank(int rank, int task, const SimOptions& options, FiberScheduler& scheduler, CollectiveMatcher& matcher,
           FaultInjector& faults, Recorder& recorder);
-  ~SimRank();
+  ~SimRank() override;
+
+  void reach(const char* site_class, const std::string& where) override;
+  void host_allocation(const char* site_class, int64_t bytes, const std::string& what) override;
 
   int rank() const { return rank_; }
   // The fiber this rank runs on: the rank itself unless SimOptions::rank_groups shares it.
@@ -107,6 +112,7 @@ class SimRank {
   HardwareProfile hardware_;
   FiberScheduler& scheduler_;
   CollectiveMatcher& matcher_;
+  FaultInjector& faults_;
   Recorder& recorder_;
   SimAllocator allocator_;
   std::unique_ptr<SimCommunicator> comm_;

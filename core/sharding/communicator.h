@@ -96,7 +96,15 @@ struct CallSite {
   std::vector<std::string> params{};  // parameter names the collective moves
   int64_t step = -1;
   std::string phase{};                // "forward", "backward", "step", "checkpoint", ...
+  // What the collective is for where the phase alone does not say: "gather", "recompute gather",
+  // "secondary-shard gather", "block gather", "gradient reduce-scatter", "across-block all-reduce".
+  // The fault campaign tables outcomes by it (collective_site_class); "" elsewhere.
+  std::string purpose{};
 };
+// The site's class for fault plans and tables: its purpose, else its phase.
+inline const std::string& collective_site_class(const CallSite& site) {
+  return site.purpose.empty() ? site.phase : site.purpose;
+}
 std::string describe(const CallSite& site);
 
 // The signature that must agree across ranks for one collective (by sequence number).

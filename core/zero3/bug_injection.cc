@@ -33,6 +33,7 @@ constexpr BugInfo kBugs[] = {
     {"hsdp-cross-block-skipped", "HSDP reduces gradients inside each block of mics_shard_size ranks but not across blocks"},
     {"hsdp-average-over-block", "HSDP averages reduced gradients over the block's ranks instead of the world's"},
     {"hpz-secondary-kept-after-step", "hpZ's secondary shards survive the optimizer step: backward gathers pre-step weights"},
+    {"latest-recorded-before-save", "a checkpoint series' latest names the new save before it is complete"},
 };
 static_assert(std::size(kBugs) == static_cast<size_t>(Bug::count_));
 }  // namespace

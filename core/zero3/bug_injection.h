@@ -85,6 +85,12 @@ enum class Bug : uint8_t {
   // dropped after the optimizer step, so the next step's backward gathers the weights from
   // before the step while its forward used the new ones.
   hpz_secondary_kept_after_step,
+  // A checkpoint series' `latest` is rewritten to name the new save when the save starts, not once
+  // it is published: a crash mid-save leaves `latest` naming a checkpoint that is not there, and a
+  // resume finds nothing to load although the previous save is intact (DeepSpeed writes its
+  // `latest` tag after every rank's files; a tag written first is the bug class of
+  // microsoft/DeepSpeed#1917's incomplete-checkpoint reports). Only a crash during a save shows it.
+  latest_recorded_before_save,
   count_,
 };
 

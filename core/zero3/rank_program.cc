@@ -40,12 +40,23 @@ void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& opti
   const CallSite site{.module = "", .params = {}, .step = steps_taken - 1, .phase = "checkpoint"};
   const bool series = options.save_every > 0;
   try {
-    if (series && rank_of(seams) == 0) prepare_checkpoint_save(dir);
+    if (series && rank_of(seams) == 0) {
+      prepare_checkpoint_save(dir);
+      if (options.bugs.on(Bug::latest_recorded_before_save)) {
+        record_latest_checkpoint(options.save_checkpoint, steps_taken, options.keep_last);
+      }
+    }
     if (series && seams.comm) seams.comm->barrier(site);
+    const auto writing = [&](const std::string& what) {
+      if (seams.faults) seams.faults->reach(kSiteCheckpointWrite, what + " of " + dir);
+    };
+    writing(shard_file_name(rank_of(seams)));
     write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards(steps_taken - 1));
     if (seams.comm) seams.comm->barrier(site);
     if (rank_of(seams) == 0) {
+      writing("the metadata");
       write_metadata(staging, manifest);
+      writing("the publishing rename");
       publish_checkpoint(dir);
       if (series) record_latest_checkpoint(options.save_checkpoint, steps_taken, options.keep_last);
     }
@@ -78,6 +89,7 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
     engine = std::make_unique<Zero3Engine>(*built.model, *seams.comm, seams.allocator, seams.kernels, options.config,
                                            options.bugs);
     if (options.observer) engine->set_observer(options.observer);
+    engine->set_fault_points(seams.faults);
     trainer = engine.get();
   } else {
     account_replicated_state(seams.allocator, *built.model, options.config);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/fault_points.h"
 #include "core/models/model_zoo.h"
 #include "core/sharding/communicator.h"
 #include "core/tensor/allocator.h"
@@ -28,6 +29,8 @@ struct RankSeams {
   Communicator* comm = nullptr;  // null: the single-process reference (world size 1, unsharded)
   Allocator& allocator;          // counts the model state, gradients, activations and buffers
   Kernels& kernels;
+  // Where a fault may fire outside the collectives (core/base/fault_points.h); null: never.
+  FaultPoints* faults = nullptr;
 };
 
 struct RankProgramOptions {

@@ -97,11 +97,16 @@ std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
 // ---- offload: counted host<->device copies -----------------------------------------------------
 
 Tensor Zero3Engine::down(const Tensor& device_tensor) {
+  if (faults_) {
+    faults_->host_allocation(kSiteOffloadHostBuffer, device_tensor.bytes(), "a host copy for offload");
+    faults_->reach(kSiteOffloadDown, std::to_string(device_tensor.bytes()) + " bytes device to host");
+  }
   counters_.device_to_host_bytes += device_tensor.bytes();
   return device_tensor.is_meta() ? device_tensor : kernels_.to_host(device_tensor);
 }
 
 Tensor Zero3Engine::up(const Tensor& host_tensor) {
+  if (faults_) faults_->reach(kSiteOffloadUp, std::to_string(host_tensor.bytes()) + " bytes host to device");
   counters_.host_to_device_bytes += host_tensor.bytes();
   return host_tensor.is_meta() ? host_tensor : kernels_.copy_to_device(host_tensor);
 }
@@ -139,11 +144,18 @@ void Zero3Engine::issue_gather(Module& module, const std::vector<ParamState*>& p
     move_status(*state, ParamStatus::inflight, module.display_name(), Tensor(), pending.get());
   }
   pending->layout.pack_shards(kernels_, shards, pending->send);
-  pending->work = comm.all_gather_async(pending->send, pending->world_buffer,
-                                         call_site(module.display_name(), params, engine_phase_label(phase_)));
+  CallSite gather_site = call_site(module.display_name(), params, engine_phase_label(phase_));
+  gather_site.purpose = gather_purpose(from_secondary);
+  pending->work = comm.all_gather_async(pending->send, pending->world_buffer, gather_site);
   counters_.gathers++;
   if (from_secondary) counters_.secondary_gathers++;
   pending_.push_back(std::move(pending));
+}
+
+const char* Zero3Engine::gather_purpose(bool from_secondary) const {
+  if (recomputing_) return "recompute gather";
+  if (from_secondary) return "secondary-shard gather";
+  return shard_block_ ? "block gather" : "gather";
 }
 
 void Zero3Engine::complete_gather(Context& ctx, PendingGather& pending) {
@@ -317,7 +329,9 @@ void Zero3Engine::pre_forward(Context& ctx, Module& module) {
   // A forward hook in BACKWARD is a checkpointed module's recompute: it must gather again, since
   // post-forward released what forward gathered.
   if (bugs_.on(Bug::recompute_without_gather) && phase_ == EnginePhase::backward) return;
+  recomputing_ = phase_ == EnginePhase::backward;
   fetch(ctx, module, params_of(module));
+  recomputing_ = false;
 }
 
 void Zero3Engine::post_forward(Context& ctx, Module& module) {

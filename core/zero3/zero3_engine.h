@@ -23,6 +23,7 @@
 #include <set>
 #include <vector>
 
+#include "core/base/fault_points.h"
 #include "core/tensor/allocator.h"
 #include "core/zero3/bug_injection.h"
 #include "core/zero3/engine_phase.h"
@@ -107,6 +108,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   Tensor raw_access(Context& ctx, Parameter& param) override;
 
   void set_observer(EngineObserver* observer) { observer_ = observer; }
+  // Offload's copies and host buffers are fault points (core/base/fault_points.h); null: none fire.
+  void set_fault_points(FaultPoints* faults) { faults_ = faults; }
 
   // Introspection for tests, reports and the property harness.
   EnginePhase phase() const { return phase_; }
@@ -160,6 +163,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   // Lifecycle.
   void fetch(Context& ctx, Module& module, const std::vector<ParamState*>& wanted);
   void issue_gather(Module& module, const std::vector<ParamState*>& params);
+  // The gather's CallSite::purpose, for fault tables: recompute, secondary-shard, block or world.
+  const char* gather_purpose(bool from_secondary) const;
   void complete_gather(Context& ctx, PendingGather& pending);
   void wait_for(Context& ctx, ParamState& state);
   void release(Context& ctx, ParamState& state, Module& module);
@@ -259,6 +264,8 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   StatusTotals totals_;  // parameters and elements by status, moved by move_status only
   int64_t largest_module_elements_ = 0;
   EngineObserver* observer_ = nullptr;
+  FaultPoints* faults_ = nullptr;
+  bool recomputing_ = false;  // inside a checkpointed module's recompute: its gathers say so
   std::set<const Module*> leaves_;
   std::set<const Module*> leaves_done_;  // leaves whose backward finished this micro-step
 };

@@ -179,16 +179,19 @@ Tensor Zero3Engine::pack_reduce_bucket(Context& ctx, const BucketLayout& layout)
 Tensor Zero3Engine::reduce_packed_bucket(Context& ctx, const BucketLayout& layout, Tensor& world_buffer) {
   Communicator& shard_comm = this->shard_comm();
   Tensor block = Tensor::zeros({layout.block_numel()}, DType::f32, device_);
-  const CallSite site = call_site("", reduce_bucket_, "backward");
+  CallSite site = call_site("", reduce_bucket_, "backward");
   if (config_.zero.stage == 1) {
     // Stage 1 all-reduces the whole bucket, as DDP does, and keeps this rank's block of the sum:
     // the same additions in the same rank order as the reduce-scatter, so the same bits.
+    site.purpose = "gradient all-reduce";
     comm_.all_reduce(world_buffer, ReduceOp::sum, site);
     if (!world_buffer.is_meta()) ctx.kernels().slice(world_buffer, 0, layout.block_numel() * comm_.rank(), block);
   } else {
+    site.purpose = across_blocks_ ? "block reduce-scatter" : "gradient reduce-scatter";
     shard_comm.reduce_scatter(world_buffer, block, ReduceOp::sum, site);
     // HSDP: each block summed its own ranks; the blocks' sums are added in block order.
     if (across_blocks_ && !bugs_.on(Bug::hsdp_cross_block_skipped)) {
+      site.purpose = "across-block all-reduce";
       across_blocks_->all_reduce(block, ReduceOp::sum, site);
     }
   }

@@ -9,13 +9,13 @@
 #include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/text.h"
-#include "props/fault_campaign.h"
 #include "props/fuzzer.h"
 #include "props/injections/injection_table.h"
 #include "props/injections/injections.h"
 #include "props/injections/placeholder_rates.h"
 #include "props/target/target_upstream.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/fuzz_faults_command.h"
 #include "tools/cli/fuzz_target_command.h"
 #include "tools/runs/progress.h"
 #include "tools/runs/train_options.h"
@@ -36,8 +36,7 @@ struct FuzzFlags {
   bool placeholder_rates = false;
   std::vector<uint64_t> table_seeds = {1, 2, 3};
   bool fault_campaign = false;
-  int64_t campaign_runs = 100;
-  std::string campaign_plan = "all?";
+  FaultCampaignCommandOptions campaign{};
   TargetCommandOptions target{};  // --target, --target-runner: an outside framework
 };
 
@@ -177,33 +176,6 @@ void run_placeholder_rates_command(const FuzzFlags& flags) {
   }
 }
 
-// The reliability table; exit 2 unless no run hung, silently corrupted its result or failed in a
-// way no fired fault explains.
-void run_fault_campaign_command(const FuzzFlags& flags) {
-  FaultCampaignOptions options{.plan = flags.campaign_plan};
-  // --seed S seeds the model and data and starts the fault seeds (S, S+1, ...); without it, seed 1,
-  // the run the reliability table in props/README.md was made with.
-  const uint64_t first = flags.seed_given ? flags.options.seed : 1;
-  options.seed = first;
-  for (int64_t run = 0; run < flags.campaign_runs; ++run) options.fault_seeds.push_back(first + static_cast<uint64_t>(run));
-  std::printf("zero3 fuzz faults: %s W=%d, %lld steps, faults '%s', model and data seed %llu, fault seeds %llu..%llu\n"
-              "  replay: zero3 fuzz faults --runs %lld --seed %llu --faults '%s'\n",
-              options.model.c_str(), options.world, static_cast<long long>(options.steps), options.plan.c_str(),
-              static_cast<unsigned long long>(first), static_cast<unsigned long long>(first),
-              static_cast<unsigned long long>(options.fault_seeds.back()), static_cast<long long>(flags.campaign_runs),
-              static_cast<unsigned long long>(first), options.plan.c_str());
-  std::fflush(stdout);
-  ProgressBar progress(flags.campaign_runs, "faults");
-  const FaultCampaign campaign = run_fault_campaign(options, [&](const FaultRunOutcome& run, size_t done) {
-    progress.update(static_cast<int64_t>(done), fault_outcome_name(run.outcome));
-  });
-  progress.finish();
-  std::printf("\n%s\n(%.1f s)\n", fault_campaign_table(campaign).c_str(), campaign.seconds);
-  if (!campaign.reliable()) {
-    throw CorrectnessError("the fault campaign found hangs, silent corruptions or unexplained errors (see above)");
-  }
-}
-
 void run_replay(const std::string& path) {
   const ReplayResult replay = replay_case_file(path);
   std::printf("replay %s: property %s %s\n", path.c_str(), replay.property.c_str(),
@@ -287,13 +259,19 @@ void add_fuzz_command(CLI::App& app) {
                     "of the cases where a raw handle read an ungathered parameter, how many ended in a silent wrong "
                     "result, the specific error or another error; exit 2 unless `error` always gives the specific one");
   command->add_flag("--fault-campaign", flags->fault_campaign,
-                    "train gpt-tiny (W=4, 5 steps, ZeRO-3) under --runs fault seeds, faults drawn BUGGIFY style, and "
-                    "print the reliability table: correct results, specific errors by type, hangs, silent "
-                    "corruptions, unexplained errors; exit 2 unless the last three are 0");
-  command->add_option("--runs", flags->campaign_runs, "--fault-campaign: fault seeds 1..N")
+                    "train --runs generated cases (models, stages, levers, HSDP/hpZ groups, bf16, GAS, checkpoint "
+                    "series) each with and without a fault plan drawn from the campaign's (every kind BUGGIFY "
+                    "style, or one kind aimed at one site class: crash@checkpoint, alloc@offload, ...), and print "
+                    "the outcomes per fault site: correct results, specific errors, hangs, silent corruptions, "
+                    "unexplained errors; the first failure is shrunk and saved. Exit 2 on a hang, corruption, "
+                    "unexplained error or a damaged last checkpoint");
+  command->add_option("--runs", flags->campaign.runs, "--fault-campaign: generated cases (or fault seeds 1..N with --model)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  command->add_option("--faults", flags->campaign_plan, "--fault-campaign: the fault plan (zero3 train --faults)")
+  command->add_option("--model", flags->campaign.model,
+                      "--fault-campaign: one fixed model (e.g. gpt-tiny at W=4, 5 steps) under --runs fault seeds "
+                      "instead of generated cases: the first reliability table's campaign");
+  command->add_option("--faults", flags->campaign.plan, "--fault-campaign --model: the fault plan (zero3 train --faults)")
       ->capture_default_str();
   command->add_option("--target", flags->target.target,
                       "fuzz an outside framework instead: torch (DDP, the control), deepspeed (ZeRO-3) or fsdp2, "
@@ -350,7 +328,14 @@ void add_fuzz_command(CLI::App& app) {
     }
     if (!flags->replay_path.empty()) return run_replay(flags->replay_path);
     if (flags->injection_table) return run_injection_table_command(*flags);
-    if (flags->fault_campaign) return run_fault_campaign_command(*flags);
+    if (flags->fault_campaign) {
+      FaultCampaignCommandOptions campaign = flags->campaign;
+      campaign.seed = flags->options.seed;
+      campaign.seed_given = flags->seed_given;
+      if (max_ranks_option->count() > 0) campaign.max_ranks = flags->options.max_ranks;
+      campaign.out_dir = flags->out_dir;
+      return run_fault_campaign_command(campaign);
+    }
     if (flags->placeholder_rates) {
       if (!flags->seed_given) flags->options.seed = 1;
       return run_placeholder_rates_command(*flags);

@@ -60,7 +60,7 @@ class CrashingCommunicator final : public Communicator {
   void maybe_crash(const char* op, const CallSite& site) {
     const int64_t sequence = sequence_++;
     if (rank() != victim_) return;
-    const bool fires = faults_.fire(FaultKind::crash, rank(), [&] {
+    const bool fires = faults_.fire(FaultKind::crash, rank(), collective_site_class(site), [&] {
       return std::string(op) + " #" + std::to_string(sequence) + " (" + describe(site) + ")";
     });
     if (!fires) return;

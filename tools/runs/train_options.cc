@@ -94,8 +94,9 @@ void add_train_options(CLI::App& command, TrainOptions& options) {
                      "exit_code and failure {class, kind, message}");
   command.add_option("--record", options.record_path, "write a trace of the run here (traces/FORMAT.md; sim backend)");
   command.add_option("--faults", options.faults,
-                     "sim fault kinds: late,reorder,stall,crash,alloc or all; mpi: crash only (a seeded rank "
-                     "SIGKILLs itself at a seeded collective)");
+                     "sim fault kinds: late,reorder,stall,crash,alloc or all, each optionally aimed at one site "
+                     "class (crash@checkpoint, alloc@offload); mpi: crash only (a seeded rank SIGKILLs itself at a "
+                     "seeded collective or checkpoint write)");
   command.add_option("--collective-timeout", options.collective_timeout_s,
                      "mpi, cuda: seconds a rank waits for one collective before it fails the job with exit 3, "
                      "naming the collective")
