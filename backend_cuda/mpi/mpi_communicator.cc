@@ -1,14 +1,22 @@
 // Nonblocking MPI collectives behind the Communicator seam (mpi_communicator.h, mpi_world.h).
 #include "backend_cuda/mpi/mpi_communicator.h"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 #include "core/base/errors.h"
 #include "core/sharding/rank_order_reduction.h"
@@ -92,7 +100,72 @@ std::vector<const void*> blocks_of(const std::vector<std::byte>& staging, int wo
   return blocks;
 }
 
+// SIGCONTs this process received. The clock of a wait runs on while the process is stopped
+// (SIGSTOP, job control), and the peers are not to blame for that time: a continued wait starts
+// its timeout again. Otherwise a stopped rank, continued as the launcher ends the job, would report
+// its own stop as its peers' timeout.
+std::atomic<int64_t> continued_count{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the SIGCONT handler needs a lock-free counter");
+
+void on_continued(int) { continued_count.fetch_add(1, std::memory_order_relaxed); }
+
+void count_continues() {
+  static const bool installed = [] {
+    struct sigaction action {};
+    action.sa_handler = on_continued;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    return sigaction(SIGCONT, &action, nullptr) == 0;
+  }();
+  if (!installed) throw BackendError("sigaction(SIGCONT) failed: a stopped and continued rank could not tell");
+}
+
+// How a peer's process is doing, from /proc/PID/stat (the board's ranks share this node, so its
+// pid is this process's view of it), and whether it can still take its part in a collective.
+struct ProcessState {
+  std::string text;  // "is stopped (state T: SIGSTOP or job control)"
+  bool progressing;  // running, sleeping or blocked in the kernel: it can still arrive and take its part
+};
+
+ProcessState process_state(int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (pid <= 0 || !std::getline(stat, line)) {
+    return {"is gone: no process " + std::to_string(pid) + " here (it exited or was killed, or runs in another PID "
+            "namespace)", false};
+  }
+  // The state follows the command name, which is in parentheses and may itself hold any character.
+  const size_t close = line.rfind(')');
+  const char state = close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+  switch (state) {
+    case 'R': return {"runs (state R)", true};
+    case 'S': return {"runs (state S, sleeping)", true};
+    case 'D': return {"runs (state D: blocked in the kernel, e.g. on I/O)", true};
+    case 'T': return {"is stopped (state T: SIGSTOP or job control)", false};
+    case 't': return {"is stopped by a debugger (state t)", false};
+    case 'Z': return {"has exited (state Z: a zombie not yet reaped)", false};
+    default: return {"is in state " + std::string(1, state) + " (/proc/" + std::to_string(pid) + "/stat)", false};
+  }
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
+  return text;
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds;
+  return text.str();
+}
+
 }  // namespace
+
+struct alignas(64) MpiCommunicator::BoardSlot {  // a cache line each: no rank's store slows another's
+  int64_t issued;  // collectives this rank has issued on the communicator (the next sequence number)
+  int64_t pid;
+};
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std::string group_name,
                                  std::vector<int> world_ranks)
@@ -109,6 +182,41 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std
     throw InputError("MPI communicator " + group_name_ + " of " + std::to_string(world_) + " ranks given " +
                      std::to_string(world_ranks_.size()) + " world ranks; expected one per rank");
   }
+  count_continues();
+  open_arrival_board();
+}
+
+// Collective over comm_, as the constructor is: every rank of the communicator calls it together.
+void MpiCommunicator::open_arrival_board() {
+  const std::string what = "rank " + std::to_string(rank_) + " of " + group_name_ + ": the arrival board";
+  // Keyed by rank: when every rank shares this node, the node communicator's ranks are comm_'s.
+  check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_),
+            what + ": MPI_Comm_split_type");
+  check_mpi(MPI_Comm_size(node_comm_, &node_ranks_), what + ": MPI_Comm_size");
+  if (node_ranks_ != world_) return;  // a timeout then says that the peers could not be inspected
+  // Rank 0 holds every slot; the others map its segment.
+  const MPI_Aint bytes = rank_ == 0 ? static_cast<MPI_Aint>(world_) * static_cast<MPI_Aint>(sizeof(BoardSlot)) : 0;
+  void* mine = nullptr;
+  check_mpi(MPI_Win_allocate_shared(bytes, sizeof(BoardSlot), MPI_INFO_NULL, node_comm_, &mine, &board_window_),
+            what + ": MPI_Win_allocate_shared");
+  MPI_Aint size = 0;
+  int unit = 0;
+  void* base = nullptr;
+  check_mpi(MPI_Win_shared_query(board_window_, 0, &size, &unit, &base), what + ": MPI_Win_shared_query");
+  if (size < static_cast<MPI_Aint>(world_ * sizeof(BoardSlot))) {
+    throw BackendError(what + ": MPI_Win_shared_query gave rank 0's segment as " + std::to_string(size) +
+                       " bytes; expected " + std::to_string(world_ * sizeof(BoardSlot)) + ", a slot per rank");
+  }
+  if (reinterpret_cast<uintptr_t>(base) % alignof(int64_t) != 0) {
+    throw BackendError(what + ": MPI_Win_shared_query mapped rank 0's segment at an address not 8-byte aligned; "
+                       "the slots' atomic loads and stores need 8");
+  }
+  board_ = static_cast<BoardSlot*>(base);
+  // Plain atomics on memory every process maps (x86 and ARM keep it coherent): no MPI RMA epoch is
+  // needed, and the reader, a timed-out rank, may find the writer stopped at any instruction.
+  std::atomic_ref(board_[rank_].issued).store(0, std::memory_order_release);
+  std::atomic_ref(board_[rank_].pid).store(static_cast<int64_t>(::getpid()), std::memory_order_release);
+  check_mpi(MPI_Barrier(node_comm_), what + ": MPI_Barrier");  // every slot written before any is read
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const CallSite& site) {
@@ -136,9 +244,12 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const C
 }
 
 MpiCommunicator::~MpiCommunicator() {
-  // With collectives still pending (a failed run) freeing the communicators is erroneous; the job is
-  // being aborted then anyway.
-  if (!pending_.empty()) return;
+  // With collectives still pending (a failed run) freeing the communicators is erroneous, and
+  // MPI_Win_free waits for every rank of the node: during an exception's unwinding this rank may be
+  // the only one here. The job is being aborted then anyway (MPI_Abort frees everything).
+  if (!pending_.empty() || std::uncaught_exceptions() > 0) return;
+  if (board_window_ != MPI_WIN_NULL) MPI_Win_free(&board_window_);
+  MPI_Comm_free(&node_comm_);
   MPI_Comm_free(&second_phase_comm_);
   MPI_Comm_free(&comm_);
 }
@@ -170,6 +281,8 @@ MPI_Datatype MpiCommunicator::block_type(int64_t bytes) const {
 
 std::shared_ptr<Work> MpiCommunicator::enqueue(std::shared_ptr<MpiWork> work) {
   pending_.push_back(work);
+  // Arrived: the collective is issued (its MPI request started), whatever happens to this process next.
+  if (board_) std::atomic_ref(board_[rank_].issued).store(work->sequence + 1, std::memory_order_release);
   return work;
 }
 
@@ -272,7 +385,8 @@ std::shared_ptr<Work> MpiCommunicator::barrier_async(const CallSite& site) {
 
 void MpiCommunicator::complete_through(const MpiWork* work) {
   if (work->completed) return;
-  const auto started = std::chrono::steady_clock::now();
+  auto started = std::chrono::steady_clock::now();
+  int64_t continues = continued_count.load(std::memory_order_relaxed);
   const auto limit = std::chrono::duration<double>(options_.timeout_seconds);
   int64_t polls = 0;
   while (!pending_.empty()) {
@@ -280,16 +394,63 @@ void MpiCommunicator::complete_through(const MpiWork* work) {
     while (!front.advance()) {
       // Oversubscribed runs (4 processes on 2 cores) need the core back for the peers.
       std::this_thread::yield();
-      if (++polls % 1024 == 0 && std::chrono::steady_clock::now() - started > limit) {
-        throw LivenessError("rank " + std::to_string(rank_) + ": " + front.describe_call() + " did not complete within " +
-                            std::to_string(options_.timeout_seconds) +
-                            " s: a peer process failed, hangs, or issued a different collective");
+      if (++polls % 1024 != 0) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (continued_count.load(std::memory_order_relaxed) != continues) {
+        // This process was stopped during the wait: the peers get the whole timeout from now.
+        started = now;
+        continues = continued_count.load(std::memory_order_relaxed);
+      } else if (now - started > limit) {
+        throw LivenessError("rank " + std::to_string(rank_) + " of " + group_name_ + ": " + front.describe_call() +
+                            " did not complete within " + seconds_text(options_.timeout_seconds) + " s" +
+                            peers_at(front));
       }
     }
     const bool reached = &front == work;
     pending_.pop_front();
     if (reached) return;
   }
+}
+
+std::string MpiCommunicator::name_rank(int rank) const {
+  const int world_rank = world_ranks_[static_cast<size_t>(rank)];
+  return "rank " + std::to_string(rank) + " (world rank " + std::to_string(world_rank) + ")";
+}
+
+std::string MpiCommunicator::peers_at(const MpiWork& work) const {
+  const std::string number = "#" + std::to_string(work.sequence);
+  if (!board_) {
+    return "; the peers could not be inspected: " + std::to_string(node_ranks_) + " of the " + std::to_string(world_) +
+           " ranks of " + group_name_ + " share this rank's node, and the arrival board (backend_cuda/mpi/README.md) "
+           "reads peers in one node's shared memory: a peer process failed, hangs, or issued a different collective";
+  }
+  std::string named;
+  std::vector<int> running;  // arrived, and their processes run
+  for (int rank = 0; rank < world_; ++rank) {
+    const int64_t issued = std::atomic_ref(board_[rank].issued).load(std::memory_order_acquire);
+    const int64_t pid = std::atomic_ref(board_[rank].pid).load(std::memory_order_acquire);
+    const ProcessState process = rank == rank_ ? ProcessState{"runs", true} : process_state(pid);
+    const std::string who = name_rank(rank), its_process = "its process (pid " + std::to_string(pid) + ") ";
+    if (issued <= work.sequence) {
+      named += "; " + who + " never arrived at " + number + " (it issued " + std::to_string(issued) +
+               (issued == 1 ? " collective in " : " collectives in ") + group_name_ +
+               (issued > 0 ? ", the last #" + std::to_string(issued - 1) : "") +
+               "), and " + its_process + process.text;
+    } else if (!process.progressing) {
+      named += "; " + who + " issued " + number + ", but " + its_process + process.text +
+               ", so it cannot take its part";
+    } else {
+      running.push_back(rank);
+    }
+  }
+  if (named.empty()) {
+    return "; every rank of " + group_name_ + " issued " + number +
+           " and every process runs: they may have issued different collectives at " + number +
+           ", or one is stuck inside MPI";
+  }
+  if (running.empty()) return named;
+  return named + (running.size() == 1 ? "; rank " + rank_list(running) + " issued it and runs"
+                                      : "; ranks " + rank_list(running) + " issued it and run");
 }
 
 bool MpiCommunicator::poll_through(const MpiWork* work) {

@@ -45,7 +45,9 @@ class MpiCommunicator final : public Communicator {
   // Says why on stderr and ends the job (MPI_Abort with the liveness exit code).
   [[noreturn]] void abort(const std::string& reason) override;
 
-  // Completes, in issue order, every collective up to and including `work`.
+  // Completes, in issue order, every collective up to and including `work`. Past the timeout, a
+  // LivenessError naming the collective, this group and, from the arrival board, each peer that
+  // never arrived at it or whose process is stopped or gone.
   void complete_through(const MpiWork* work);
   // The same without blocking: advances what has arrived, in issue order; true when `work` is done.
   bool poll_through(const MpiWork* work);
@@ -54,7 +56,15 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<Work> enqueue(std::shared_ptr<MpiWork> work);
   // A datatype of `bytes` contiguous bytes, built from chunks of at most max_message_bytes.
   MPI_Datatype block_type(int64_t bytes) const;
-  void wait_for(MPI_Request& request, const MpiWork& work);
+  // The arrival board (backend_cuda/mpi/README.md): one slot per rank of this communicator in
+  // memory shared by the node's processes, each written only by its own rank: how many collectives
+  // it has issued here, and its pid. A stopped process answers nothing, but its slot stays readable.
+  struct BoardSlot;
+  void open_arrival_board();
+  // What the board says about the peers of `work`, for the timeout's message.
+  std::string peers_at(const MpiWork& work) const;
+  // "rank 1 (world rank 3)".
+  std::string name_rank(int rank) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm second_phase_comm_ = MPI_COMM_NULL;
@@ -64,6 +74,10 @@ class MpiCommunicator final : public Communicator {
   std::string group_name_;
   std::vector<int> world_ranks_;  // by rank of this communicator
   int64_t next_sequence_ = 0;
+  MPI_Comm node_comm_ = MPI_COMM_NULL;  // the ranks of comm_ that share this rank's node
+  int node_ranks_ = 0;                  // how many they are; the board needs all world_ of them
+  MPI_Win board_window_ = MPI_WIN_NULL;
+  BoardSlot* board_ = nullptr;  // world_ slots; null when the ranks span several nodes
   std::deque<std::shared_ptr<MpiWork>> pending_;  // issued, not yet completed, in issue order
 };
 

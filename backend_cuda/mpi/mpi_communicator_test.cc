@@ -2,12 +2,16 @@
 // the same order on every process). Every collective, f32 and bf16, sum and max, counts not
 // divisible by W, whole blocks and blocks split into 7-byte chunks, is compared bit for bit with
 // the simulator's data movement (sim/collective_data.h) over every rank's input, computed here.
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/errors.h"
@@ -190,8 +194,15 @@ TEST(MpiCommunicator, AWaitPastTheTimeoutIsALivenessErrorNamingTheCollective) {
       ADD_FAILURE() << "an all-gather nobody else issued completed";
     } catch (const LivenessError& error) {
       const std::string message = error.what();
-      EXPECT_NE(message.find("rank 0: collective #0 (all_gather"), std::string::npos) << message;
+      EXPECT_NE(message.find("rank 0 of world: collective #0 (all_gather"), std::string::npos) << message;
       EXPECT_NE(message.find("late"), std::string::npos) << message;
+      // The arrival board names every peer that never issued it; their processes wait in a barrier.
+      for (int peer = 1; peer < world; ++peer) {
+        const std::string named = "rank " + std::to_string(peer) + " (world rank " + std::to_string(peer) +
+                                  ") never arrived at #0 (it issued 0 collectives in world), and its process (pid ";
+        EXPECT_NE(message.find(named), std::string::npos) << message;
+      }
+      EXPECT_EQ(message.find("is stopped"), std::string::npos) << message;
       EXPECT_EQ(error.exit_code(), kExitLiveness);
     }
     mpi.barrier();
@@ -202,6 +213,60 @@ TEST(MpiCommunicator, AWaitPastTheTimeoutIsALivenessErrorNamingTheCollective) {
   comm->synchronize();
   EXPECT_EQ(bytes_of(gathered),
             simulated_output(signature_of(CollectiveOp::all_gather, DType::f32, 2), world, rank, 2, 2 * world));
+}
+
+// A stopped peer of a split group: world rank 3 stops itself (SIGSTOP) before the group all-gather
+// that world rank 2 waits in. Rank 2's timeout names the group, the collective and rank 3 (group
+// rank 1) as never arrived and stopped, read from the arrival board; then it continues rank 3.
+TEST(MpiCommunicator, ATimeoutNamesTheStoppedPeerThatNeverArrivedAndItsGroup) {
+  MpiWorld& mpi = MpiWorld::start();
+  const int world = mpi.world(), rank = mpi.rank();
+  if (world != 4) GTEST_SKIP() << "needs mpirun -np 4";
+  std::unique_ptr<Communicator> comm = mpi.communicator({.timeout_seconds = 0.5});
+  // Every rank's pid (below 2^24, so exact in f32), for rank 2 to watch and continue rank 3.
+  Tensor pid = Tensor::from_values({1}, {static_cast<float>(::getpid())}, DType::f32);
+  Tensor pids = Tensor::zeros({world});
+  comm->all_gather(pid, pids, site("pids"));
+  const auto pid_of = [&](int peer) { return static_cast<int>(pids.to_floats()[static_cast<size_t>(peer)]); };
+  std::unique_ptr<Communicator> group = comm->split(rank / 2, rank, site("halves"));
+  Tensor send = input_tensor(rank, 2, DType::f32);
+  Tensor gathered = Tensor::zeros({2 * group->world()});
+  if (rank == 3) {
+    std::raise(SIGSTOP);  // until rank 2 sends SIGCONT
+    group->all_gather_async(send, gathered, site("stopped"));
+  } else if (rank == 2) {
+    // Waits until rank 3 is stopped indeed, so the timeout cannot come first.
+    const auto state_of_rank_3 = [&] {
+      std::ifstream stat("/proc/" + std::to_string(pid_of(3)) + "/stat");
+      std::string line;
+      std::getline(stat, line);
+      return line.substr(line.rfind(')') + 2, 1);
+    };
+    for (int tries = 0; tries < 2000 && state_of_rank_3() != "T"; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    try {
+      group->all_gather_async(send, gathered, site("stopped"))->wait();
+      ADD_FAILURE() << "an all-gather a stopped peer never issued completed";
+    } catch (const LivenessError& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("rank 0 of group 1 (ranks 2,3): collective #0 (all_gather"), std::string::npos) << message;
+      EXPECT_NE(message.find("rank 1 (world rank 3) never arrived at #0 (it issued 0 collectives in group 1 (ranks "
+                             "2,3)), and its process (pid " + std::to_string(pid_of(3)) + ") is stopped (state T"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(message.find("; rank 0 issued it and runs"), std::string::npos) << message;
+    }
+    ::kill(pid_of(3), SIGCONT);
+  }
+  group->synchronize();
+  if (rank >= 2) {  // the members' blocks in group-rank order
+    std::vector<uint8_t> expected = bytes_of(input_tensor(2, 2, DType::f32));
+    const std::vector<uint8_t> second = bytes_of(input_tensor(3, 2, DType::f32));
+    expected.insert(expected.end(), second.begin(), second.end());
+    EXPECT_EQ(bytes_of(gathered), expected);
+  }
+  mpi.barrier();
 }
 
 // split(rank % 2, world - rank): two groups (of 2 under -np 4), each in reverse rank order. The

@@ -13,7 +13,9 @@
 // Works complete in issue order, as on a stream: waiting for one first completes every collective
 // issued before it. That fixes the order in which the all-reduces start their second phase, so it
 // is the same on every rank. A wait longer than timeout_seconds is a LivenessError (exit 3) naming
-// the rank, the collective's sequence number, its signature and call site.
+// the rank, the group, the collective's sequence number, its signature and call site, and each peer
+// that never arrived or whose process is stopped or gone (read from a shared-memory arrival board,
+// README.md "When a collective times out").
 //
 //   MpiWorld& mpi = MpiWorld::start();            // MPI_Init; world and rank from the launcher
 //   std::unique_ptr<Communicator> comm = mpi.communicator({});

@@ -2,16 +2,21 @@
 """`zero3 train --backend mpi` under `mpirun -np 4` (4 processes; CI has 2 cores, hence
 --oversubscribe), held bit for bit to `--backend sim --ranks 4` with the same seed and config:
 losses, grad norms, the final parameter hash and the hash over parameters and AdamW moments.
-Then checkpoints across backends and world sizes, and a rank killed mid-step.
+Then checkpoints across backends and world sizes, a rank killed mid-step, a rank stopped (SIGSTOP)
+and named by its peers' timeout, and a rank killed while writing a periodic checkpoint under HSDP
+and under hpZ.
 
     tools/e2e/mpi_train_test.py build/tools/zero3 /usr/bin/mpiexec
 """
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ZERO3, MPIEXEC = sys.argv[1], sys.argv[2]
@@ -166,6 +171,151 @@ def killed_rank(folder):
         print(f"ok  killed rank: exit {killed.returncode} in {killed.seconds:.1f} s; previous checkpoint intact")
 
 
+def tagged_processes(tag):
+    """{world rank: pid} of the live processes whose environment holds ZERO3_TEST_TAG=tag."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as file:
+                variables = file.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as file:
+                state = file.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if f"ZERO3_TEST_TAG={tag}".encode() in variables and state not in ("Z", "X"):
+            for variable in variables:
+                if variable.startswith(b"OMPI_COMM_WORLD_RANK="):
+                    found[int(variable.split(b"=")[1])] = int(entry)
+    return found
+
+
+def end_leftovers(tag, name):
+    """A process of the job still there after mpirun ended (2 s of grace) is a failure; it is ended here."""
+    deadline = time.monotonic() + 2
+    while (left := tagged_processes(tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in left.values():
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    if left:
+        failures.append(f"{name}: processes of the job left after mpirun ended (killed now): {left}")
+
+
+def stopped_rank(folder, name, extra):
+    """Rank 2 is stopped (SIGSTOP) once training runs. A stopped process answers nothing, but the
+    arrival board in shared memory still shows how far it got: a peer's collective timeout names
+    world rank 2 as never arrived or stopped, with the collective and its group, and the job ends
+    with exit 3 (liveness) well within 30 s; no process of the job is left behind."""
+    tag = f"stop-{os.getpid()}-{time.monotonic_ns()}"
+    command = [MPIEXEC, "--oversubscribe", "-np", "4", ZERO3, "train", "--backend", "mpi", "--model", "gpt-tiny",
+               "--steps", "200", "--seed", "9", "--collective-timeout", "5", "--log-every", "1"] + extra
+    stderr_path = os.path.join(folder, "stopped_stderr.txt")
+    with open(stderr_path, "w") as stderr:
+        job = subprocess.Popen(command, env=dict(ENV, ZERO3_TEST_TAG=tag), stdout=subprocess.PIPE, stderr=stderr,
+                               text=True)
+    watchdog = threading.Timer(90, job.kill)  # a hang before the first step ends here, then fails below
+    watchdog.start()
+    try:
+        started = False
+        for line in job.stdout:
+            if line.startswith("step "):
+                started = True
+                break
+        victim = tagged_processes(tag).get(2) if started else None
+        if victim is None:
+            job.kill()
+            failures.append(f"{name}: no step line, or no process of world rank 2 found (started {started})")
+            return
+        os.kill(victim, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            job.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.communicate()
+        seconds = time.monotonic() - stopped
+    finally:
+        watchdog.cancel()
+        end_leftovers(tag, name)
+    with open(stderr_path) as file:
+        errors = file.read()
+    if job.returncode != 3 or seconds > 30:
+        failures.append(f"{name}: exit {job.returncode} {seconds:.1f} s after SIGSTOP; expected exit 3 within 30 s:\n"
+                        f"{errors[-3000:]}")
+    # "rank 1 of group 1 (ranks 2,3): collective #17 (all_gather ...) at ... did not complete within 5 s;
+    # rank 0 (world rank 2) never arrived at #17 (...), and its process (pid N) is stopped (state T ..."
+    # Within one peer's part (no ';'), so that another peer's state is never read as rank 2's.
+    naming = re.compile(r"rank \d+ of (world|group \d+ \(ranks [\d,]+\)): collective #\d+ \((all_gather|"
+                        r"reduce_scatter|all_reduce|broadcast|barrier) .* did not complete within 5 s;.* rank \d+ "
+                        r"\(world rank 2\) (never arrived at #\d+ [^;]*, and|issued #\d+, but) its process "
+                        r"\(pid \d+\) is stopped \(state T")
+    named = [match for match in map(naming.search, errors.splitlines()) if match]
+    if not named:
+        failures.append(f"{name}: no timeout names world rank 2 as stopped, with its collective and group:\n"
+                        f"{errors[-3000:]}")
+    elif job.returncode == 3:
+        groups = sorted({match.group(1) for match in named})
+        print(f"ok  stopped rank ({name}): exit 3 {seconds:.1f} s after SIGSTOP; world rank 2 named as stopped in "
+              f"{', '.join(groups)}; no process left")
+
+
+def killed_in_a_save(folder, name, extra, seed):
+    """Rank R SIGKILLs itself while writing a periodic checkpoint (crash@checkpoint write: the crash
+    fires only at checkpoint writes, not the save's barriers; the seed makes it a later save than
+    the first). The job ends within
+    30 s; DIR's latest complete checkpoint is, file for file, what the simulator saves at that step
+    without faults, and resumes at other world sizes, ZeRO-3 bitwise equal to DDP."""
+    config = config_file(folder, "save_kill", {})
+    ck, sim_ck = os.path.join(folder, f"save_kill_{seed}"), os.path.join(folder, f"save_kill_sim_{seed}")
+    common = ["train", "--model", "gpt-tiny", "--steps", "12", "--seed", str(seed), "--config", config] + extra
+    killed = run(common + ["--backend", "mpi", "--save-every", "2", "--save-checkpoint", ck,
+                           "--faults", "crash@checkpoint write=0.3"], processes=4, expect=None, timeout=60)
+    output = killed.stdout + killed.stderr
+    fired = re.search(r"^fault fired: crash on rank (\d) at checkpoint write \((\S+) of (\S+)/step_(\d+)\); "
+                      r"rank \1 kills its own process \(SIGKILL\)$", output, re.MULTILINE)
+    if killed.returncode == 0 or killed.seconds > 30 or not fired:
+        failures.append(f"{name}: exit {killed.returncode} in {killed.seconds:.1f} s; expected a crash at a checkpoint "
+                        f"write and a non-zero exit within 30 s:\n{output[-3000:]}")
+        return
+    crashed_step = int(fired.group(4))
+    latest_path = os.path.join(ck, "latest")
+    if not os.path.exists(latest_path):
+        failures.append(f"{name}: the crash at step {crashed_step} left no complete checkpoint (seed {seed}: pick one "
+                        f"whose crash comes after the first save)")
+        return
+    with open(latest_path) as file:
+        latest = file.read().strip()
+    if latest != f"step_{crashed_step - 2:08d}":
+        failures.append(f"{name}: {latest_path} says {latest!r}; the crash came at step {crashed_step}, so expected "
+                        f"the save before it, step_{crashed_step - 2:08d}")
+        return
+    run(common + ["--backend", "sim", "--ranks", "4", "--save-every", "2", "--save-checkpoint", sim_ck])
+    saved, expected = os.path.join(ck, latest), os.path.join(sim_ck, latest)
+    if not os.path.isdir(expected) or sorted(os.listdir(saved)) != sorted(os.listdir(expected)):
+        failures.append(f"{name}: {saved} holds {sorted(os.listdir(saved))}, the simulator's "
+                        f"{sorted(os.listdir(expected)) if os.path.isdir(expected) else 'nothing'}")
+        return
+    for file_name in sorted(os.listdir(expected)):
+        with open(os.path.join(saved, file_name), "rb") as a, open(os.path.join(expected, file_name), "rb") as b:
+            if a.read() != b.read():
+                failures.append(f"{name}: {latest}/{file_name} differs from the simulator's uninterrupted save")
+    # Loading DIR reads `latest`; at W 2 the group spans the world (flat ZeRO-3), at W 8 it is a real group.
+    for ranks in ("2", "8"):
+        resumed = run(common + ["--backend", "sim", "--ranks", ranks, "--load-checkpoint", ck, "--check"])
+        if resumed.returncode == 0 and (f"resumed at step {crashed_step - 2} " not in resumed.stdout
+                                        or not re.search(r"ZeRO-3 vs DDP[^:\n]*: bitwise equal", resumed.stdout)):
+            failures.append(f"{name}: the resume at W {ranks} did not continue from step {crashed_step - 2} bitwise "
+                            f"equal to DDP:\n{resumed.stdout[-3000:]}")
+    print(f"ok  killed in a save ({name}): rank {fired.group(1)} killed writing {fired.group(2)} at step "
+          f"{crashed_step}, exit {killed.returncode} in {killed.seconds:.1f} s; {latest} = the simulator's bytes, "
+          f"resumed at W 2 and 8 bitwise equal to DDP")
+
+
 def bad_input(folder):
     """Refused before any training, by every rank, with exit 1 (MPI_Abort carries the code)."""
     for arguments, text in [
@@ -209,6 +359,10 @@ def main():
         bad_input(folder)
         checkpoints(folder)
         killed_rank(folder)
+        stopped_rank(folder, "world", [])
+        stopped_rank(folder, "HSDP --shard-group 2", ["--shard-group", "2"])
+        killed_in_a_save(folder, "HSDP --shard-group 2", ["--shard-group", "2"], seed=4)
+        killed_in_a_save(folder, "hpZ --hpz 2", ["--hpz", "2"], seed=7)
         bench_comm(folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -3,6 +3,9 @@
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "backend_cuda/mpi/mpi_world.h"
 #include "core/base/errors.h"
@@ -14,23 +17,47 @@ namespace zero3 {
 
 namespace {
 
-// The crash fault under MPI: before each collective the victim rank draws from the run's fault
-// stream, and when the crash fires the process kills itself, as a node failure would. Every other
-// rank passes straight through.
+// The crash fault under MPI: one seeded victim rank draws from the run's fault stream at each site
+// it reaches (a collective of any group, a checkpoint write), and when the crash fires there the
+// process kills itself, as a node failure would. Every other rank passes straight through. One per
+// process, shared by the world's communicator, the groups split from it and the fault points, so
+// the draws follow the order in which the victim reaches its sites.
+class CrashFault {
+ public:
+  CrashFault(const FaultPlan& plan, uint64_t seed, int world)
+      : faults_(plan, seed, nullptr),
+        victim_(static_cast<int>(CounterRng(seed, 0xC7A54).next_u64() % static_cast<uint64_t>(world))) {}
+
+  // `site_class` is what a plan's `crash@SITE` filter matches; `site()` says where, once it fires.
+  void reach(int world_rank, const std::string& site_class, const std::function<std::string()>& site) {
+    if (world_rank != victim_) return;
+    if (!faults_.fire(FaultKind::crash, world_rank, site_class, site)) return;
+    std::fflush(stdout);
+    std::fprintf(stderr, "fault fired: %s; rank %d kills its own process (SIGKILL)\n",
+                 describe(faults_.fired().back()).c_str(), world_rank);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+
+ private:
+  FaultInjector faults_;
+  int victim_;  // a world rank
+};
+
+// A communicator whose every collective and split is a site of the crash; a split's groups are too.
+// A collective's site class is the simulator's (collective_site_class: "gather", "across-block
+// all-reduce", "checkpoint", ...), so `crash@checkpoint` aims at the same sites under both.
 class CrashingCommunicator final : public Communicator {
  public:
-  CrashingCommunicator(std::unique_ptr<Communicator> inner, const FaultPlan& plan, uint64_t seed)
-      : inner_(std::move(inner)), faults_(plan, seed, nullptr),
-        victim_(static_cast<int>(CounterRng(seed, 0xC7A54).next_u64() % static_cast<uint64_t>(inner_->world()))) {}
+  CrashingCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<CrashFault> crash, int world_rank)
+      : inner_(std::move(inner)), crash_(std::move(crash)), world_rank_(world_rank) {}
 
   int rank() const override { return inner_->rank(); }
   int world() const override { return inner_->world(); }
   std::string group_name() const override { return inner_->group_name(); }
-  // The split itself may crash; the group's own collectives are the inner group's, without
-  // injection (the training run splits nothing today).
   std::unique_ptr<Communicator> split(int color, int key, const CallSite& site) override {
     maybe_crash("split", site);
-    return inner_->split(color, key, site);
+    return std::make_unique<CrashingCommunicator>(inner_->split(color, key, site), crash_, world_rank_);
   }
   std::shared_ptr<Work> all_gather_async(const Tensor& send, Tensor& recv, const CallSite& site) override {
     maybe_crash("all_gather", site);
@@ -59,22 +86,30 @@ class CrashingCommunicator final : public Communicator {
  private:
   void maybe_crash(const char* op, const CallSite& site) {
     const int64_t sequence = sequence_++;
-    if (rank() != victim_) return;
-    const bool fires = faults_.fire(FaultKind::crash, rank(), collective_site_class(site), [&] {
-      return std::string(op) + " #" + std::to_string(sequence) + " (" + describe(site) + ")";
+    crash_->reach(world_rank_, collective_site_class(site), [&] {
+      return std::string(op) + " #" + std::to_string(sequence) + " of " + group_name() + " (" + describe(site) + ")";
     });
-    if (!fires) return;
-    std::fflush(stdout);
-    std::fprintf(stderr, "fault fired: %s; rank %d kills its own process (SIGKILL)\n",
-                 describe(faults_.fired().back()).c_str(), rank());
-    std::fflush(stderr);
-    std::raise(SIGKILL);
   }
 
   std::unique_ptr<Communicator> inner_;
-  FaultInjector faults_;
-  int victim_;
-  int64_t sequence_ = 0;
+  std::shared_ptr<CrashFault> crash_;
+  int world_rank_;
+  int64_t sequence_ = 0;  // the MPI communicator's own numbering, which its timeouts name
+};
+
+// The fault points of an MPI process: the crash may fire at a checkpoint write, as at a collective.
+// Host allocations never fail here: the alloc fault is the simulator's (SimAllocator).
+class CrashPoints final : public FaultPoints {
+ public:
+  CrashPoints(std::shared_ptr<CrashFault> crash, int world_rank) : crash_(std::move(crash)), world_rank_(world_rank) {}
+  void reach(const char* site_class, const std::string& where) override {
+    crash_->reach(world_rank_, site_class, [&] { return std::string(site_class) + " (" + where + ")"; });
+  }
+  void host_allocation(const char*, int64_t, const std::string&) override {}
+
+ private:
+  std::shared_ptr<CrashFault> crash_;
+  int world_rank_;
 };
 
 void silence_stdout() {
@@ -84,7 +119,7 @@ void silence_stdout() {
 
 }  // namespace
 
-std::unique_ptr<Communicator> mpi_training_communicator(const TrainOptions& options) {
+MpiTrainingRank mpi_training_rank(const TrainOptions& options) {
   const FaultPlan plan = FaultPlan::parse(options.faults);
   for (int kind = 0; kind < kFaultKindCount; ++kind) {
     if (static_cast<FaultKind>(kind) != FaultKind::crash && plan.enable_probability[static_cast<size_t>(kind)] > 0) {
@@ -94,8 +129,11 @@ std::unique_ptr<Communicator> mpi_training_communicator(const TrainOptions& opti
   }
   std::unique_ptr<Communicator> comm =
       MpiWorld::start().communicator({.timeout_seconds = options.collective_timeout_s});
-  if (!plan.any()) return comm;
-  return std::make_unique<CrashingCommunicator>(std::move(comm), plan, options.seed);
+  if (!plan.any()) return {.comm = std::move(comm), .faults = nullptr};
+  const int world_rank = comm->rank();
+  auto crash = std::make_shared<CrashFault>(plan, options.seed, comm->world());
+  return {.comm = std::make_unique<CrashingCommunicator>(std::move(comm), crash, world_rank),
+          .faults = std::make_unique<CrashPoints>(crash, world_rank)};
 }
 
 void run_as_mpi_process(const std::function<void()>& body) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/base/fault_points.h"
 #include "core/sharding/communicator.h"
 #include "tools/runs/train_options.h"
 #include "tools/runs/training_run.h"
@@ -21,9 +22,14 @@ void run_as_mpi_process(const std::function<void()>& body);
 TrainOutcome run_training_as_mpi_process(const TrainOptions& options,
                                          const std::function<TrainOutcome(const TrainOptions&)>& train);
 
-// This rank's communicator for the run: MPI's, wrapped by the crash fault when --faults asks for
-// one (only crash can fire under MPI: a real process death, SIGKILL, at a seeded collective of a
-// seeded rank). Throws InputError for the sim-only fault kinds.
-std::unique_ptr<Communicator> mpi_training_communicator(const TrainOptions& options);
+// This rank's seams for the run: MPI's communicator and, when --faults asks for a crash (the only
+// kind that can fire under MPI: a real process death, SIGKILL, on a seeded rank), the fault points
+// where it may fire besides the collectives (checkpoint writes: `crash@checkpoint`). Throws
+// InputError for the sim-only fault kinds.
+struct MpiTrainingRank {
+  std::unique_ptr<Communicator> comm;   // MPI's, wrapped by the crash fault when there is one
+  std::unique_ptr<FaultPoints> faults;  // the same crash, the same seeded draws; null without faults
+};
+MpiTrainingRank mpi_training_rank(const TrainOptions& options);
 
 }  // namespace zero3

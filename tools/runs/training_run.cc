@@ -93,6 +93,7 @@ struct InProcessRank {
   Kernels& kernels;
   double peak_flops = 0.0;  // this rank's device, for MFU; 0 where unknown
   std::function<void()> after_each_step = {};  // rank 0, after the step's own line
+  FaultPoints* faults = nullptr;  // MPI under --faults: where the crash may fire besides collectives
 };
 
 // Rank 0's line per logged step (loss, gradient norm, clip, time, tokens/s, MFU where the peak is
@@ -167,8 +168,8 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
       }};
   CountingAllocator memory;
   const Stopwatch run_watch;
-  const RankProgramResult result = run_rank_program({.comm = comm, .allocator = memory, .kernels = seams.kernels},
-                                                    built, program);
+  const RankProgramResult result = run_rank_program(
+      {.comm = comm, .allocator = memory, .kernels = seams.kernels, .faults = seams.faults}, built, program);
   progress.finish();
   TrainOutcome outcome;
   // Under MPI or CUDA rank 0 speaks for every rank: they hold shards of the same sizes.
@@ -303,9 +304,12 @@ TrainOutcome train_reference(TrainOptions& options, const TrainConfig& config, B
 
 // --backend mpi: this process is one rank of an mpirun/srun/torchrun job.
 TrainOutcome train_mpi_rank(TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
-  const std::unique_ptr<Communicator> comm = mpi_training_communicator(options);
-  TrainOutcome outcome = train_in_process(
-      options, config, built, {.comm = comm.get(), .kernels = simulated_device_kernels(train_device(options))});
+  const MpiTrainingRank mpi = mpi_training_rank(options);
+  const std::unique_ptr<Communicator>& comm = mpi.comm;
+  TrainOutcome outcome = train_in_process(options, config, built,
+                                          {.comm = comm.get(),
+                                           .kernels = simulated_device_kernels(train_device(options)),
+                                           .faults = mpi.faults.get()});
   comm->synchronize();
   outcome.backend_report["mpi"] = {{"world", comm->world()},
                                    {"launcher", MpiWorld::start().launch().launcher},
