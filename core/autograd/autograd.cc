@@ -5,6 +5,7 @@
 
 #include "core/autograd/context.h"
 #include "core/base/errors.h"
+#include "core/base/stopwatch.h"
 
 namespace zero3 {
 
@@ -212,6 +213,7 @@ void Tape::release_activations(int64_t bytes) {
 // op computes its dropped value anew and gets a fresh backward, and the range's activations are
 // held again until their backwards end.
 void recompute_checkpointed(Context& ctx, size_t exit_index) {
+  const Stopwatch watch;  // the recompute's wall clock, for the step's phase times (step_stats.h)
   Tape& tape = ctx.tape();
   std::vector<TapeEntry>& entries = tape.entries_;
   const ModuleMarker exit = entries[exit_index].marker;
@@ -237,6 +239,7 @@ void recompute_checkpointed(Context& ctx, size_t exit_index) {
   }
   tape.acquire_activations(exit.activation_bytes, exit.name);
   ctx.current_invocation_ = exit.invocation;
+  ctx.recompute_seconds_ += watch.seconds();
 }
 
 void backward(Context& ctx, const Var& loss) {

@@ -84,6 +84,10 @@ class Context {
   void set_checkpointed(std::set<const Module*> modules) { checkpointed_ = std::move(modules); }
   bool is_checkpointed(const Module& module) const { return checkpointed_.count(&module) > 0; }
 
+  // Wall-clock seconds spent running checkpointed ranges again in backward (recompute_checkpointed),
+  // summed over this context's life: a step's share is the difference around it. For reports only.
+  double recompute_seconds() const { return recompute_seconds_; }
+
   // Modules entered and not yet exited, innermost last (used to name the module in errors).
   const std::vector<Module*>& module_stack() const { return module_stack_; }
 
@@ -106,6 +110,7 @@ class Context {
   std::vector<Module*> module_stack_;
   int64_t current_invocation_ = 0;
   std::set<const Module*> checkpointed_;
+  double recompute_seconds_ = 0.0;
 
   friend void backward(Context& ctx, const Var& loss);
   friend void recompute_checkpointed(Context& ctx, size_t exit_index);

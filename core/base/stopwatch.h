@@ -15,6 +15,14 @@ class Stopwatch {
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   double milliseconds() const { return 1000.0 * seconds(); }
   void restart() { start_ = std::chrono::steady_clock::now(); }
+  // The seconds since the start or the previous lap, and the next lap starts now: one clock read
+  // splits a run into consecutive phases that add up to the whole.
+  double lap_seconds() {
+    const std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - start_).count();
+    start_ = now;
+    return seconds;
+  }
 
  private:
   std::chrono::steady_clock::time_point start_;

@@ -4,7 +4,8 @@
 //   MpiCommunicator        backend_cuda/mpi/mpi_communicator.h    a CPU process per rank, MPI
 //   NcclCommunicator       backend_cuda/cuda/nccl_communicator.h  a GPU per rank, NCCL
 //   SymmetricCommunicator  traces/replay/symmetric_communicator.h        shape replay, one rank for all
-// ObservedCommunicator (sim/observed_communicator.h) wraps any of them to count its buffers.
+// ObservedCommunicator (sim/observed_communicator.h) wraps any of them to count its buffers;
+// TimedCommunicator (core/sharding/timed_communicator.h) to time how long the rank waits on them.
 //
 // Buffer layout follows NCCL exactly:
 //   all_gather:     send[count] from every rank; recv[count * world], rank i's block at i * count.

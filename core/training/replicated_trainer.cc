@@ -59,6 +59,11 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   ZERO3_CHECK(ctx.kernels().device() == kernels_.device(), "the context computes on " +
                                                                 device_name(ctx.kernels().device()) + ", the trainer on " +
                                                                 device_name(kernels_.device()));
+  // The phases' wall clock (step_stats.h's PhaseTimes), in consecutive laps; no offload here.
+  const Stopwatch step_watch;
+  Stopwatch lap = step_watch;  // the first lap starts with the step
+  PhaseTimes phases;
+  const double recompute_before = ctx.recompute_seconds();
   ctx.set_step(step);
   grad_accum_.clear();
   for (const Parameter* param : model_.parameters()) grad_accum_.push_back(device_zeros(kernels_, param->shape()));
@@ -69,8 +74,9 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
   }
 
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
-    forward_backward(ctx, data, step, micro);
+    forward_backward(ctx, data, step, micro, lap, phases);
     reduce_gradients(ctx, step);
+    phases.backward_s += lap.lap_seconds();
   }
   for (Tensor& accum : grad_accum_) finish_accumulation(ctx.kernels(), accum, config_.gradient_accumulation_steps);
 
@@ -88,6 +94,10 @@ StepStats ReplicatedTrainer::train_step(Context& ctx, const DataSource& data, in
     }
   }
   refresh_compute_copies();
+  phases.optimizer_s = lap.lap_seconds();
+  phases.recompute_s = ctx.recompute_seconds() - recompute_before;
+  phases.step_s = step_watch.seconds();
+  stats.phases = phases;
   return stats;
 }
 
@@ -136,13 +146,15 @@ void ReplicatedTrainer::load_state(const std::vector<OptimizerSlot>& slots) {
   refresh_compute_copies();
 }
 
-void ReplicatedTrainer::forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro) {
+void ReplicatedTrainer::forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro,
+                                         Stopwatch& lap, PhaseTimes& phases) {
   ctx.begin_micro_step();
   const int64_t batch_size = options_.comm ? config_.micro_batch_size
                                            : config_.micro_batch_size * options_.global_ranks;
   const Batch batch = data.batch(step, micro, rank(), world(), batch_size);
   Var loss = model_.loss(ctx, batch);
   kernels_.copy_segments(loss.value(), micro_losses_, {{.from = 0, .to = micro, .count = 1}});
+  phases.forward_s += lap.lap_seconds();
   backward(ctx, loss);
 }
 

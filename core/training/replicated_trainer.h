@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/base/stopwatch.h"
 #include "core/tensor/allocator.h"
 #include "core/sharding/communicator.h"
 #include "core/models/data.h"
@@ -59,7 +60,9 @@ class ReplicatedTrainer : public Trainer {
   int rank() const { return options_.comm ? options_.comm->rank() : 0; }
 
  private:
-  void forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro);
+  // One micro-step's forward and backward; `lap` splits their wall clock into `phases`.
+  void forward_backward(Context& ctx, const DataSource& data, int64_t step, int64_t micro, Stopwatch& lap,
+                        PhaseTimes& phases);
   void reduce_gradients(Context& ctx, int64_t step);
   void reduce_parameter(Context& ctx, const Parameter& param, int64_t step);
   void reduce_bucket(Context& ctx, const std::vector<const Parameter*>& bucket, int64_t step);

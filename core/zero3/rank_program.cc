@@ -111,8 +111,12 @@ RankProgramResult run_rank_program(const RankSeams& seams, BuiltModel& built, co
   RankProgramResult result;
   for (int64_t step = first_step; step < options.steps; ++step) {
     const int64_t syncs_before = seams.kernels.host_syncs();
+    const double waited_before = seams.communication_wait_seconds ? seams.communication_wait_seconds() : 0.0;
     result.steps.push_back(trainer->train_step(ctx, *built.data, step));
     result.steps.back().host_syncs = seams.kernels.host_syncs() - syncs_before;
+    if (seams.communication_wait_seconds) {
+      result.steps.back().phases.communication_wait_s = seams.communication_wait_seconds() - waited_before;
+    }
     if (reports && options.on_step) options.on_step(result.steps.back());
     const std::string save_dir = save_dir_after(options, step + 1);
     if (!save_dir.empty()) {

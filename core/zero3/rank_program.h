@@ -31,6 +31,9 @@ struct RankSeams {
   Kernels& kernels;
   // Where a fault may fire outside the collectives (core/base/fault_points.h); null: never.
   FaultPoints* faults = nullptr;
+  // Seconds this rank has been blocked on collectives so far (TimedCommunicator::wait_seconds over
+  // `comm`): each step's growth is its PhaseTimes::communication_wait_s. Empty: 0 in every step.
+  std::function<double()> communication_wait_seconds = {};
 };
 
 struct RankProgramOptions {

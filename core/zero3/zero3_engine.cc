@@ -10,6 +10,7 @@
 #include "core/autograd/autograd.h"
 #include "core/sharding/bucket_layout.h"
 #include "core/base/errors.h"
+#include "core/base/stopwatch.h"
 #include "core/nn/module.h"
 #include "core/sharding/partition.h"
 #include "core/zero3/zero3_engine_state.h"
@@ -102,13 +103,21 @@ Tensor Zero3Engine::down(const Tensor& device_tensor) {
     faults_->reach(kSiteOffloadDown, std::to_string(device_tensor.bytes()) + " bytes device to host");
   }
   counters_.device_to_host_bytes += device_tensor.bytes();
-  return device_tensor.is_meta() ? device_tensor : kernels_.to_host(device_tensor);
+  if (device_tensor.is_meta()) return device_tensor;
+  const Stopwatch watch;
+  Tensor host = kernels_.to_host(device_tensor);
+  offload_seconds_ += watch.seconds();
+  return host;
 }
 
 Tensor Zero3Engine::up(const Tensor& host_tensor) {
   if (faults_) faults_->reach(kSiteOffloadUp, std::to_string(host_tensor.bytes()) + " bytes host to device");
   counters_.host_to_device_bytes += host_tensor.bytes();
-  return host_tensor.is_meta() ? host_tensor : kernels_.copy_to_device(host_tensor);
+  if (host_tensor.is_meta()) return host_tensor;
+  const Stopwatch watch;
+  Tensor device = kernels_.copy_to_device(host_tensor);
+  offload_seconds_ += watch.seconds();
+  return device;
 }
 
 void Zero3Engine::refresh_shard(ParamState& state) {

@@ -266,6 +266,9 @@ class Zero3Engine : public ModuleHooks, public Trainer {
   EngineObserver* observer_ = nullptr;
   FaultPoints* faults_ = nullptr;
   bool recomputing_ = false;  // inside a checkpointed module's recompute: its gathers say so
+  // Wall-clock seconds in down/up and the host AdamW, summed over the engine's life (train_step
+  // reports a step's share as PhaseTimes::offload_s). For reports only: nothing decides on it.
+  double offload_seconds_ = 0.0;
   std::set<const Module*> leaves_;
   std::set<const Module*> leaves_done_;  // leaves whose backward finished this micro-step
 };

@@ -6,6 +6,7 @@
 #include "core/autograd/autograd.h"
 #include "core/sharding/bucket_layout.h"
 #include "core/base/errors.h"
+#include "core/base/stopwatch.h"
 #include "core/nn/module.h"
 #include "core/zero3/zero3_engine.h"
 #include "core/zero3/zero3_engine_state.h"
@@ -13,17 +14,32 @@
 namespace zero3 {
 
 StepStats Zero3Engine::train_step(Context& ctx, const DataSource& data, int64_t step) {
+  // The phases' wall clock (step_stats.h's PhaseTimes): consecutive laps, one clock read at each
+  // boundary; recompute and offload are what their running totals grew by in the step.
+  const Stopwatch step_watch;
+  Stopwatch lap = step_watch;  // the first lap starts with the step
+  PhaseTimes phases;
+  const double recompute_before = ctx.recompute_seconds();
+  const double offload_before = offload_seconds_;
   begin_step(ctx, step);
   for (int64_t micro = 0; micro < config_.gradient_accumulation_steps; ++micro) {
     begin_micro_step(ctx);
     const Batch batch = data.batch(step, micro, comm_.rank(), comm_.world(), config_.micro_batch_size);
     Var loss = model_.loss(ctx, batch);
     record_micro_loss(ctx, loss.value());
+    phases.forward_s += lap.lap_seconds();
     begin_backward();
     backward(ctx, loss);
     end_micro_step(ctx);
+    phases.backward_s += lap.lap_seconds();
   }
-  return end_step(ctx);
+  StepStats stats = end_step(ctx);
+  phases.optimizer_s = lap.lap_seconds();
+  phases.recompute_s = ctx.recompute_seconds() - recompute_before;
+  phases.offload_s = offload_seconds_ - offload_before;
+  phases.step_s = step_watch.seconds();
+  stats.phases = phases;
+  return stats;
 }
 
 void Zero3Engine::begin_step(Context& ctx, int64_t step) {
@@ -273,7 +289,9 @@ void Zero3Engine::optimizer_step(Context& ctx, int64_t step, float clip) {
     if (state->frozen) continue;  // its value, and so any gathered copy, stays as it is
     // Offloaded, the gradient shard goes down and AdamW runs on the host (the same kernels' math).
     const Tensor grad = offloads_optimizer() ? down(state->grad_shard) : state->grad_shard;
+    const Stopwatch adamw_watch;
     adamw_update(optimizer_kernels(), state->slot, grad, clip, coefficients);
+    if (offloads_optimizer()) offload_seconds_ += adamw_watch.seconds();  // the host AdamW is offload's
     if (!(offloads_optimizer() && bugs_.on(Bug::offload_update_not_copied_up))) refresh_shard(*state);
     if (!state->grad_shard.is_meta()) ctx.kernels().fill(state->grad_shard, 0.0f);
     if (state->persistent && state->status == ParamStatus::available && !bugs_.on(Bug::stale_replica_after_step)) {

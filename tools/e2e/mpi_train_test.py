@@ -2,9 +2,10 @@
 """`zero3 train --backend mpi` under `mpirun -np 4` (4 processes; CI has 2 cores, hence
 --oversubscribe), held bit for bit to `--backend sim --ranks 4` with the same seed and config:
 losses, grad norms, the final parameter hash and the hash over parameters and AdamW moments.
-Then checkpoints across backends and world sizes, a rank killed mid-step, a rank stopped (SIGSTOP)
-and named by its peers' timeout, and a rank killed while writing a periodic checkpoint under HSDP
-and under hpZ.
+Each MPI report's measured_phases: one entry per step, the laps adding up to the step, waits on
+collectives at 4 ranks. Then checkpoints across backends and world sizes, a rank killed mid-step,
+a rank stopped (SIGSTOP) and named by its peers' timeout, and a rank killed while writing a
+periodic checkpoint under HSDP and under hpZ.
 
     tools/e2e/mpi_train_test.py build/tools/zero3 /usr/bin/mpiexec
 """
@@ -58,6 +59,34 @@ def expect_equal(name, mpi_report, sim_report):
             failures.append(f"{name}: {key} differs: mpi {mpi_report.get(key)} vs sim {sim_report.get(key)}")
 
 
+PHASE_KEYS = ["step_s", "forward_s", "backward_s", "recompute_s", "optimizer_s", "offload_s", "communication_wait_s"]
+
+
+def expect_measured_phases(name, mpi_report, stdout, steps, extra):
+    """Rank 0's wall clock per phase, one entry per step: the laps add up to the step, every rank of
+    4 waits on collectives, recompute and offload only with their levers (tools/README.md)."""
+    phases = mpi_report.get("measured_phases")
+    if not isinstance(phases, list) or [entry.get("step") for entry in phases] != list(range(steps)):
+        failures.append(f"{name}: measured_phases is not one entry per step: {phases}")
+        return
+    for entry in phases:
+        where = f"{name}: measured_phases step {entry['step']}: {entry}"
+        if any(not isinstance(entry.get(key), (int, float)) or entry[key] < 0 for key in PHASE_KEYS):
+            failures.append(f"{where}: a phase is missing or negative")
+            continue
+        laps = entry["forward_s"] + entry["backward_s"] + entry["optimizer_s"]
+        if abs(laps - entry["step_s"]) > max(0.05 * entry["step_s"], 1e-3):
+            failures.append(f"{where}: forward + backward + optimizer = {laps}, not the step")
+        if entry["communication_wait_s"] <= 0:
+            failures.append(f"{where}: no communication wait at 4 ranks")
+        if (entry["recompute_s"] > 0) != ("--checkpoint-activations" in extra):
+            failures.append(f"{where}: recompute_s does not follow --checkpoint-activations")
+        if (entry["offload_s"] > 0) != ("--offload-optimizer" in extra):
+            failures.append(f"{where}: offload_s does not follow --offload-optimizer")
+    if "phases (mean over the 2 steps after the first)" not in stdout:
+        failures.append(f"{name}: no phases line in the summary:\n{stdout[-1500:]}")
+
+
 def equality_matrix(folder):
     configs = {"plain": config_file(folder, "plain", {}),
                "leaf": config_file(folder, "leaf", {"zero3_leaf_modules": ["moe"]})}
@@ -106,6 +135,7 @@ def equality_matrix(folder):
                                 or "model state per rank:" not in mpi.stdout):
                 failures.append(f"{name}: model state: mpi {mpi_report.get('model_state')} vs sim "
                                 f"{sim_report.get('model_state')}")
+            expect_measured_phases(name, mpi_report, mpi.stdout, 3, extra)
             print(f"ok  {name}: mpi = sim ({mpi_report['final_state_hash']}, {mpi.seconds:.1f} s)")
 
 

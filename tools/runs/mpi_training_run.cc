@@ -129,10 +129,11 @@ MpiTrainingRank mpi_training_rank(const TrainOptions& options) {
   }
   std::unique_ptr<Communicator> comm =
       MpiWorld::start().communicator({.timeout_seconds = options.collective_timeout_s});
-  if (!plan.any()) return {.comm = std::move(comm), .faults = nullptr};
+  if (!plan.any()) return {.comm = std::make_unique<TimedCommunicator>(std::move(comm)), .faults = nullptr};
   const int world_rank = comm->rank();
   auto crash = std::make_shared<CrashFault>(plan, options.seed, comm->world());
-  return {.comm = std::make_unique<CrashingCommunicator>(std::move(comm), crash, world_rank),
+  return {.comm = std::make_unique<TimedCommunicator>(
+              std::make_unique<CrashingCommunicator>(std::move(comm), crash, world_rank)),
           .faults = std::make_unique<CrashPoints>(crash, world_rank)};
 }
 

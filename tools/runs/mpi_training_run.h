@@ -8,6 +8,7 @@
 
 #include "core/base/fault_points.h"
 #include "core/sharding/communicator.h"
+#include "core/sharding/timed_communicator.h"
 #include "tools/runs/train_options.h"
 #include "tools/runs/training_run.h"
 
@@ -27,7 +28,9 @@ TrainOutcome run_training_as_mpi_process(const TrainOptions& options,
 // where it may fire besides the collectives (checkpoint writes: `crash@checkpoint`). Throws
 // InputError for the sim-only fault kinds.
 struct MpiTrainingRank {
-  std::unique_ptr<Communicator> comm;   // MPI's, wrapped by the crash fault when there is one
+  // MPI's, wrapped by the crash fault when there is one, and outermost by the timing of its waits
+  // (each step's PhaseTimes::communication_wait_s).
+  std::unique_ptr<TimedCommunicator> comm;
   std::unique_ptr<FaultPoints> faults;  // the same crash, the same seeded draws; null without faults
 };
 MpiTrainingRank mpi_training_rank(const TrainOptions& options);

@@ -22,6 +22,7 @@
 #include "core/training/resume_differences.h"
 #include "core/zero3/rank_program.h"
 #include "tools/runs/failure_kind.h"
+#include "tools/runs/measured_phases.h"
 #include "tools/runs/model_state.h"
 #include "tools/runs/thread_budget.h"
 #include "tools/runs/mpi_training_run.h"
@@ -94,6 +95,7 @@ struct InProcessRank {
   double peak_flops = 0.0;  // this rank's device, for MFU; 0 where unknown
   std::function<void()> after_each_step = {};  // rank 0, after the step's own line
   FaultPoints* faults = nullptr;  // MPI under --faults: where the crash may fire besides collectives
+  std::function<double()> communication_wait_seconds = {};  // RankSeams' (MPI: TimedCommunicator's)
 };
 
 // Rank 0's line per logged step (loss, gradient norm, clip, time, tokens/s, MFU where the peak is
@@ -169,7 +171,9 @@ TrainOutcome train_in_process(const TrainOptions& options, const TrainConfig& co
   CountingAllocator memory;
   const Stopwatch run_watch;
   const RankProgramResult result = run_rank_program(
-      {.comm = comm, .allocator = memory, .kernels = seams.kernels, .faults = seams.faults}, built, program);
+      {.comm = comm, .allocator = memory, .kernels = seams.kernels, .faults = seams.faults,
+       .communication_wait_seconds = seams.communication_wait_seconds},
+      built, program);
   progress.finish();
   TrainOutcome outcome;
   // Under MPI or CUDA rank 0 speaks for every rank: they hold shards of the same sizes.
@@ -305,11 +309,12 @@ TrainOutcome train_reference(TrainOptions& options, const TrainConfig& config, B
 // --backend mpi: this process is one rank of an mpirun/srun/torchrun job.
 TrainOutcome train_mpi_rank(TrainOptions& options, const TrainConfig& config, BuiltModel& built) {
   const MpiTrainingRank mpi = mpi_training_rank(options);
-  const std::unique_ptr<Communicator>& comm = mpi.comm;
+  const std::unique_ptr<TimedCommunicator>& comm = mpi.comm;
   TrainOutcome outcome = train_in_process(options, config, built,
                                           {.comm = comm.get(),
                                            .kernels = simulated_device_kernels(train_device(options)),
-                                           .faults = mpi.faults.get()});
+                                           .faults = mpi.faults.get(),
+                                           .communication_wait_seconds = [&] { return comm->wait_seconds(); }});
   comm->synchronize();
   outcome.backend_report["mpi"] = {{"world", comm->world()},
                                    {"launcher", MpiWorld::start().launch().launcher},
@@ -404,6 +409,8 @@ TrainOutcome train_and_report(const TrainOptions& requested) {
   std::printf("  host syncs per step: %lld at most (by design 2, the loss and the gradient norm, plus 1 per MoE "
               "layer per micro-step)\n",
               static_cast<long long>(max_host_syncs(outcome.steps)));
+  // The simulator's wall clock is its fibers', not a rank's: its phases go to the report only.
+  if (options.backend != "sim") std::printf("%s", phase_summary_line(outcome.steps).c_str());
   if (!options.report_path.empty() && (!backend.writes_report || backend.writes_report())) {
     nlohmann::json report = outcome_to_json(options, config, outcome);
     report.update(outcome.backend_report);
@@ -465,6 +472,7 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
       {"grad_norms", grad_norms},
       {"final_param_hash", outcome.final_param_hash},
       {"final_state_hash", outcome.final_state_hash},
+      {"measured_phases", measured_phases_json(outcome.steps)},
       {"timings",
        {{"total_s", outcome.seconds},
         {"step_ms_mean", 1000.0 * outcome.seconds / static_cast<double>(outcome.steps.size())}}},
