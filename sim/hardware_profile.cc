@@ -25,11 +25,11 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
   for (const auto& [key, value] : json.items()) {
     if (key != "peak_flops" && key != "bandwidth_bytes_per_s" && key != "latency_s" &&
         key != "host_link_bytes_per_s" && key != "host_optimizer_elements_per_s" &&
-        key != "intra_node_bandwidth_bytes_per_s" && key != "intra_node_latency_s" && key != "ranks_per_node") {
+        key != "optimizer_elements_per_s" && key != "intra_node_bandwidth_bytes_per_s" && key != "intra_node_latency_s" && key != "ranks_per_node") {
       throw InputError("hardware profile: unknown key /" + key +
                        "; expected peak_flops, bandwidth_bytes_per_s, latency_s, host_link_bytes_per_s, "
-                       "host_optimizer_elements_per_s, intra_node_bandwidth_bytes_per_s, intra_node_latency_s, "
-                       "ranks_per_node");
+                       "host_optimizer_elements_per_s, optimizer_elements_per_s, intra_node_bandwidth_bytes_per_s, "
+                       "intra_node_latency_s, ranks_per_node");
     }
   }
   HardwareProfile defaults;
@@ -40,6 +40,9 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
   profile.host_link_bytes_per_s = positive_number(json, "host_link_bytes_per_s", defaults.host_link_bytes_per_s);
   profile.host_optimizer_elements_per_s =
       positive_number(json, "host_optimizer_elements_per_s", defaults.host_optimizer_elements_per_s);
+  if (json.contains("optimizer_elements_per_s")) {
+    profile.optimizer_elements_per_s = positive_number(json, "optimizer_elements_per_s", 1.0);
+  }
   profile.intra_node_bandwidth_bytes_per_s =
       positive_number(json, "intra_node_bandwidth_bytes_per_s", defaults.intra_node_bandwidth_bytes_per_s);
   profile.intra_node_latency_s = positive_number(json, "intra_node_latency_s", defaults.intra_node_latency_s);
@@ -53,7 +56,7 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& json) {
 }
 
 nlohmann::json HardwareProfile::to_json() const {
-  return {{"peak_flops", peak_flops},
+  nlohmann::json json = {{"peak_flops", peak_flops},
           {"bandwidth_bytes_per_s", bandwidth_bytes_per_s},
           {"latency_s", latency_s},
           {"host_link_bytes_per_s", host_link_bytes_per_s},
@@ -61,6 +64,9 @@ nlohmann::json HardwareProfile::to_json() const {
           {"intra_node_bandwidth_bytes_per_s", intra_node_bandwidth_bytes_per_s},
           {"intra_node_latency_s", intra_node_latency_s},
           {"ranks_per_node", ranks_per_node}};
+  // Only when priced: from_json takes no 0 for it (a key present must be a positive rate).
+  if (optimizer_elements_per_s > 0.0) json["optimizer_elements_per_s"] = optimizer_elements_per_s;
+  return json;
 }
 
 const char* link_level_name(LinkLevel level) {

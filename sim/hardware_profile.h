@@ -31,6 +31,10 @@ struct HardwareProfile {
   // host over this many shard elements a second (memory-bound on the CPU socket's bandwidth).
   double host_link_bytes_per_s = 25e9;
   double host_optimizer_elements_per_s = 1e9;
+  // AdamW on the device over this many shard elements a second; 0: the optimizer step takes no
+  // time (memory-bound milliseconds on a GPU). `zero3 bench calibrate` measures it on a CPU, where
+  // the step is a part of the step time worth pricing.
+  double optimizer_elements_per_s = 0.0;
   // The link inside a node (NVLink) and how many consecutive ranks share a node.
   double intra_node_bandwidth_bytes_per_s = 1e11;
   double intra_node_latency_s = 5e-6;

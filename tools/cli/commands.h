@@ -10,6 +10,7 @@ void add_demo_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_fuzz_command(CLI::App& app);
 void add_bench_step_command(CLI::App& bench_app);
+void add_bench_calibrate_command(CLI::App& bench_app);
 void add_consolidate_command(CLI::App& app);
 void add_replay_command(CLI::App& app);
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   zero3::add_bench_comm_command(*bench);
   zero3::add_bench_step_command(*bench);
+  zero3::add_bench_calibrate_command(*bench);
   // CLI11 answers an unknown command with "A subcommand is required", which does not say which
   // word it did not know; name it and the commands there are.
   if (argc > 1 && argv[1][0] != '-') {

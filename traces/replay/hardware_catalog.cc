@@ -23,7 +23,7 @@ HardwareChoice default_hardware() {
 HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world) {
   const JsonReader root(json, source);
   root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
-                         "nvlink", "infiniband", "host_link", "host_optimizer", "reserve"});
+                         "nvlink", "infiniband", "host_link", "host_optimizer", "optimizer", "reserve", "measured"});
   HardwareChoice choice;
   choice.name = root.at("name").as_string();
   root.at("source").as_string();  // required: every number says where it comes from
@@ -70,6 +70,14 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
     host_optimizer.expect_only_keys({"elements_per_s", "source"});
     host_optimizer.at("source").as_string();
     choice.profile.host_optimizer_elements_per_s = host_optimizer.at("elements_per_s").as_number(1e3, 1e15);
+  }
+  // AdamW on the device: priced in the optimizer step when given (a CPU "device" measured by
+  // zero3 bench calibrate); the GPU profiles leave it out, the step's milliseconds unpriced.
+  if (root.has("optimizer")) {
+    const JsonReader optimizer = root.at("optimizer");
+    optimizer.expect_only_keys({"elements_per_s", "source"});
+    optimizer.at("source").as_string();
+    choice.profile.optimizer_elements_per_s = optimizer.at("elements_per_s").as_number(1e3, 1e15);
   }
   return choice;
 }

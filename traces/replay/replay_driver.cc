@@ -79,6 +79,7 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
       const size_t span = out_.compute.size();
       out_.compute.push_back({"optimizer step", "optimizer", clock_.now_s(), kOpenSpan});
       engine_.end_step(ctx_);
+      optimizer_on_device();
       out_.compute[span].end_s = clock_.now_s();
       offload_at_step_end();
     }
@@ -90,6 +91,19 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
   out_.step_recompute_flops.push_back(recompute_flops_);
   model_flops_ = recompute_flops_ = 0.0;
   if (out_.step_offload_s.size() < out_.step_compute_s.size()) out_.step_offload_s.push_back(0.0);
+}
+
+void ReplayDriver::optimizer_on_device() {
+  // AdamW over this rank's shard of every trained parameter, at the profile's rate (0: unpriced).
+  // Under offload_optimizer the host does it instead (offload_at_step_end).
+  if (hardware_.optimizer_elements_per_s <= 0.0 || config_.zero.offload_optimizer == OffloadDevice::cpu) return;
+  int64_t elements = 0;
+  for (const Parameter* param : model_.parameters()) {
+    if (param->requires_grad()) elements += shard_numel(param->numel(), engine_.world());
+  }
+  const double before_s = clock_.now_s();
+  clock_.advance_s(static_cast<double>(elements) / hardware_.optimizer_elements_per_s);
+  out_.compute_busy_s += clock_.now_s() - before_s;
 }
 
 void ReplayDriver::offload_at_step_end() {

@@ -124,6 +124,7 @@ class ReplayDriver {
   void compute(double flops, FlopsKind kind = FlopsKind::model);
   // ZeRO-Offload at the step's end: the copies counted since the last step over the host link and
   // host AdamW over the trained shard elements, on the compute stream (DeepSpeed waits for them).
+  void optimizer_on_device();
   void offload_at_step_end();
   void note_invalidations(const std::string& module);
   void add_finding(std::string kind, int32_t module, int32_t param, std::string detail);

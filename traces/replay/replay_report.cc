@@ -239,9 +239,21 @@ nlohmann::json time_json(const ShapeReplayResult& result, const HardwareChoice& 
     const double duration_s = rank.step_end_s[i] - rank.step_start_s[i];
     const double compute_s = rank.step_compute_s[i];
     const double offload_s = i < rank.step_offload_s.size() ? rank.step_offload_s[i] : 0.0;
+    // The step's phases as a measured run reports them (zero3 train --report measured_phases):
+    // forward spans, the optimizer step (with offload's copies and host AdamW), backward the rest.
+    double forward_s = 0.0, optimizer_s = 0.0;
+    for (const TimelineSpan& span : result.simulated(rank).compute) {
+      if (span.start_s < rank.step_start_s[i] || span.end_s > rank.step_end_s[i]) continue;
+      if (span.category == "phase" && span.name == "forward") forward_s += span.end_s - span.start_s;
+      if (span.category == "optimizer" || span.category == "offload") optimizer_s += span.end_s - span.start_s;
+    }
+    const double recompute_s =
+        i < rank.step_recompute_flops.size() ? compute_time_s(hardware.profile, rank.step_recompute_flops[i]) : 0.0;
     steps.push_back({{"step", i}, {"duration_s", duration_s}, {"compute_s", compute_s},
                      {"communication_s", communication_s}, {"offload_s", offload_s},
-                     {"exposed_communication_s", std::max(0.0, duration_s - compute_s - offload_s)}});
+                     {"exposed_communication_s", std::max(0.0, duration_s - compute_s - offload_s)},
+                     {"forward_s", forward_s}, {"backward_s", std::max(0.0, duration_s - forward_s - optimizer_s)},
+                     {"recompute_s", recompute_s}, {"optimizer_s", optimizer_s}});
   }
   double slowest_s = 0.0;
   for (const RankReplay& other : result.ranks) {

@@ -1,0 +1,254 @@
+// Measuring the machine's profile (calibrate.h).
+#include "tools/bench/calibrate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <set>
+#include <tuple>
+#include <unistd.h>
+
+#include "core/base/errors.h"
+#include "core/base/stopwatch.h"
+#include "core/models/model_zoo.h"
+#include "core/nn/model.h"
+#include "sim/hardware_profile.h"
+
+namespace zero3 {
+
+namespace {
+
+const CallSite kSite{.module = "calibrate", .params = {}, .step = -1, .phase = "calibrate"};
+
+// Every rank runs `body` the same number of times: a probe of 3 runs, the slowest rank's time
+// deciding how many make about `seconds`; the result is the slowest rank's mean over the fastest
+// of 3 rounds, the time a collective step of W ranks would see.
+template <class Body>
+double time_together(Communicator& comm, double seconds, Body&& body) {
+  const auto slowest = [&](double value) {
+    Tensor t = Tensor::scalar(static_cast<float>(value));
+    comm.all_reduce(t, ReduceOp::max, kSite);
+    return static_cast<double>(t.item());
+  };
+  comm.barrier(kSite);
+  Stopwatch probe;
+  for (int i = 0; i < 3; ++i) body();
+  const double probe_s = slowest(probe.seconds() / 3.0);
+  const int64_t iterations = std::clamp<int64_t>(static_cast<int64_t>(seconds / 3.0 / std::max(probe_s, 1e-9)), 1, 100000);
+  double best = 0.0;
+  for (int round = 0; round < 3; ++round) {
+    comm.barrier(kSite);
+    Stopwatch watch;
+    for (int64_t i = 0; i < iterations; ++i) body();
+    const double mean = slowest(watch.seconds() / static_cast<double>(iterations));
+    best = round == 0 ? mean : std::min(best, mean);
+  }
+  return best;
+}
+
+Tensor filled(const Shape& shape, float value) { return Tensor::full(shape, value); }
+
+struct GemmShape {
+  int64_t m, n, k;
+  auto key() const { return std::tie(m, n, k); }
+  bool operator<(const GemmShape& other) const { return key() < other.key(); }
+};
+
+// The forward product and both backward ones of every 2-D parameter at T tokens.
+std::set<GemmShape> model_gemm_shapes(const CalibrateOptions& options, int64_t& tokens) {
+  const BuiltModel built = build_model(options.model, {.seed = 1});
+  const bool gpt = built.spec.value("kind", "") == "gpt";
+  tokens = options.micro_batch * (gpt ? built.spec.at("context").get<int64_t>() : 1);
+  std::set<GemmShape> shapes;
+  for (const Parameter* param : built.model->parameters()) {
+    if (param->shape().size() != 2 || param->numel() == 0) continue;
+    const int64_t out = param->shape()[0], in = param->shape()[1];
+    shapes.insert({tokens, out, in});   // y = x W^T
+    shapes.insert({tokens, in, out});   // dx = dy W
+    shapes.insert({out, in, tokens});   // dW = dy^T x
+  }
+  if (shapes.empty()) throw InputError("bench calibrate: model '" + options.model + "' has no 2-D parameter to time GEMMs on");
+  return shapes;
+}
+
+nlohmann::json measure_gemms(Communicator& comm, Kernels& kernels, const CalibrateOptions& options, std::ostream& progress,
+                             double& flops_per_s) {
+  int64_t tokens = 0;
+  const std::set<GemmShape> shapes = model_gemm_shapes(options, tokens);
+  nlohmann::json rows = nlohmann::json::array();
+  double flops_total = 0.0, seconds_total = 0.0;
+  for (const GemmShape& shape : shapes) {
+    Tensor a = filled({shape.m, shape.k}, 0.5f), b = filled({shape.n, shape.k}, 0.25f), out = Tensor::zeros({shape.m, shape.n});
+    const double seconds = time_together(comm, options.seconds_per_figure, [&] {
+      kernels.matmul(a, false, b, true, out, 1, shape.m, shape.n, shape.k, false, 0.0f);
+    });
+    const double flops = 2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k);
+    flops_total += flops;
+    seconds_total += seconds;
+    rows.push_back({{"m", shape.m}, {"n", shape.n}, {"k", shape.k}, {"seconds", seconds}, {"flops_per_s", flops / seconds}});
+    if (comm.rank() == 0) progress << "  gemm " << shape.m << "x" << shape.n << "x" << shape.k << ": " << flops / seconds / 1e9
+                                   << " GFLOP/s\n" << std::flush;
+  }
+  // The rate of the whole set: what a step made of exactly these products would sustain.
+  flops_per_s = flops_total / seconds_total;
+  return {{"tokens", tokens}, {"shapes", rows}, {"flops_per_s", flops_per_s}};
+}
+
+std::vector<int64_t> collective_sizes(int world) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = int64_t{4} << 10; bytes <= (int64_t{16} << 20); bytes *= 4) sizes.push_back(bytes / world * world);
+  return sizes;
+}
+
+nlohmann::json measure_collectives(Communicator& comm, const CalibrateOptions& options, std::ostream& progress,
+                                   RingFit& fit) {
+  const int world = comm.world();
+  std::vector<CollectiveSample> samples;
+  nlohmann::json rows = nlohmann::json::array();
+  for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce}) {
+    for (int64_t bytes : collective_sizes(world)) {
+      const int64_t whole = bytes / 4;
+      Tensor whole_buffer = filled({whole}, 1.0f), block = filled({whole / world}, 1.0f);
+      const double seconds = time_together(comm, options.seconds_per_figure, [&] {
+        if (op == CollectiveOp::all_gather) comm.all_gather(block, whole_buffer, kSite);
+        else if (op == CollectiveOp::reduce_scatter) comm.reduce_scatter(whole_buffer, block, ReduceOp::sum, kSite);
+        else comm.all_reduce(whole_buffer, ReduceOp::sum, kSite);
+      });
+      samples.push_back({op, bytes, seconds});
+      if (comm.rank() == 0) progress << "  " << collective_op_name(op) << " " << bytes << " B: " << seconds * 1e6 << " us\n"
+                                     << std::flush;
+    }
+  }
+  // The link is the all-gather's fit: data movement alone. The reductions also add on the CPU,
+  // which the ring model has no term for; each op's own fit and how far the link's prices each
+  // size are kept, so the gap shows.
+  std::map<CollectiveOp, std::vector<CollectiveSample>> by_op;
+  for (const CollectiveSample& sample : samples) by_op[sample.op].push_back(sample);
+  fit = fit_ring_model(by_op.at(CollectiveOp::all_gather), world);
+  HardwareProfile fitted{.bandwidth_bytes_per_s = fit.bytes_per_s, .latency_s = fit.latency_s};
+  double worst_off = 0.0;
+  for (const CollectiveSample& sample : samples) {
+    const double priced = collective_time_s(fitted, sample.op, sample.bytes, world);
+    worst_off = std::max(worst_off, std::abs(priced - sample.seconds) / sample.seconds);
+    rows.push_back({{"op", collective_op_name(sample.op)}, {"bytes", sample.bytes}, {"seconds", sample.seconds},
+                    {"priced_seconds", priced}});
+  }
+  nlohmann::json fits = nlohmann::json::object();
+  for (const auto& [op, op_samples] : by_op) {
+    const RingFit own = fit_ring_model(op_samples, world);
+    fits[collective_op_name(op)] = {{"latency_s", own.latency_s}, {"bytes_per_s", own.bytes_per_s},
+                                    {"worst_relative_error", own.worst_relative_error}};
+  }
+  fit.worst_relative_error = worst_off;
+  return {{"world", world}, {"rows", rows}, {"fits", fits}, {"latency_s", fit.latency_s},
+          {"bytes_per_s", fit.bytes_per_s}, {"worst_relative_error_of_the_link", worst_off}};
+}
+
+double measure_memory_bandwidth(Communicator& comm, Kernels& kernels, const CalibrateOptions& options) {
+  const int64_t elements = int64_t{16} << 20;  // 64 MiB: past the caches of one core
+  Tensor in = filled({elements}, 1.0f), out = Tensor::zeros({elements});
+  const double seconds = time_together(comm, options.seconds_per_figure, [&] { kernels.copy(in, out); });
+  return 2.0 * static_cast<double>(in.bytes()) / seconds;  // read and written
+}
+
+double measure_adamw(Communicator& comm, Kernels& kernels, const CalibrateOptions& options) {
+  const int64_t elements = int64_t{1} << 20;
+  Tensor param = filled({elements}, 1.0f), grad = filled({elements}, 0.01f), m = Tensor::zeros({elements}),
+         v = Tensor::zeros({elements});
+  const double seconds = time_together(comm, options.seconds_per_figure, [&] { kernels.adamw(param, grad, m, v, {}); });
+  return static_cast<double>(elements) / seconds;
+}
+
+std::string today() {
+  char text[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(text, sizeof(text), "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
+}  // namespace
+
+RingFit fit_ring_model(const std::vector<CollectiveSample>& samples, int world) {
+  ZERO3_CHECK(world >= 2 && samples.size() >= 2, "a ring fit needs two ranks and two samples");
+  // time = latency * s + x / bandwidth, weighted by 1 / time^2 so that every size counts alike.
+  double ss = 0, sx = 0, xx = 0, st = 0, xt = 0;
+  const auto terms = [&](const CollectiveSample& sample) {
+    const double factor = sample.op == CollectiveOp::all_reduce ? 2.0 : 1.0;
+    const double steps = factor * (world - 1);
+    const double bytes = factor * static_cast<double>(world - 1) / world * static_cast<double>(sample.bytes);
+    return std::pair{steps, bytes};
+  };
+  for (const CollectiveSample& sample : samples) {
+    const auto [s, x] = terms(sample);
+    const double w = 1.0 / (sample.seconds * sample.seconds);
+    ss += w * s * s; sx += w * s * x; xx += w * x * x; st += w * s * sample.seconds; xt += w * x * sample.seconds;
+  }
+  const double det = ss * xx - sx * sx;
+  double latency = det != 0 ? (st * xx - xt * sx) / det : 0.0;
+  double inverse_bandwidth = det != 0 ? (ss * xt - sx * st) / det : 0.0;
+  // A negative term is no physics: drop it and fit the other alone.
+  if (latency < 0) { latency = 0; inverse_bandwidth = xt / xx; }
+  if (inverse_bandwidth <= 0) { inverse_bandwidth = 1e-15; latency = st / ss; }
+  RingFit fit{.latency_s = latency, .bytes_per_s = 1.0 / inverse_bandwidth};
+  for (const CollectiveSample& sample : samples) {
+    const auto [s, x] = terms(sample);
+    const double predicted = latency * s + x * inverse_bandwidth;
+    fit.worst_relative_error = std::max(fit.worst_relative_error, std::abs(predicted - sample.seconds) / sample.seconds);
+  }
+  return fit;
+}
+
+nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const CalibrateOptions& options,
+                                 std::ostream& progress) {
+  const int world = comm.world();
+  const std::string how = "measured by zero3 bench calibrate --backend " + options.backend + " --ranks " +
+                          std::to_string(world) + " on " + today() + ", every rank measuring at once";
+  if (comm.rank() == 0) progress << "calibrate: GEMMs at the shapes of " << options.model << "\n" << std::flush;
+  double flops_per_s = 0.0;
+  const nlohmann::json gemms = measure_gemms(comm, kernels, options, progress, flops_per_s);
+  if (comm.rank() == 0) progress << "calibrate: memory bandwidth and AdamW\n" << std::flush;
+  const double memory_bytes_per_s = measure_memory_bandwidth(comm, kernels, options);
+  const double adamw_elements_per_s = measure_adamw(comm, kernels, options);
+  nlohmann::json measured = {{"gemm", gemms}, {"memory_bytes_per_s", memory_bytes_per_s},
+                             {"adamw_elements_per_s", adamw_elements_per_s}};
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  nlohmann::json profile = {
+      {"name", "this machine, " + std::to_string(world) + " rank" + (world == 1 ? "" : "s") + " (" + options.backend + ")"},
+      {"source", how},
+      {"notes", "Compute is priced at the GEMM rate of the model's own shapes; ops that are not GEMMs "
+                "(norms, softmax, activations) and per-kernel overheads are not in that rate."},
+      {"peak_flops", flops_per_s},
+      {"flops_efficiency", 1.0},
+      {"memory_bytes", static_cast<double>(pages) * static_cast<double>(page_bytes) / world},
+      {"gpus_per_node", world},
+      {"host_link", {{"bytes_per_s", memory_bytes_per_s / 2.0},
+                     {"source", "a 64 MiB copy, bytes moved one way per second: the host is the device here"}}},
+      {"host_optimizer", {{"elements_per_s", adamw_elements_per_s},
+                          {"source", "AdamW (the engine's kernel) over 2^20 f32 elements"}}},
+      {"optimizer", {{"elements_per_s", adamw_elements_per_s},
+                     {"source", "AdamW (the engine's kernel) over 2^20 f32 elements: the device is this host"}}},
+  };
+  if (options.measure_collectives && world >= 2) {
+    if (comm.rank() == 0) progress << "calibrate: collectives over " << world << " ranks\n" << std::flush;
+    RingFit fit;
+    measured["collectives"] = measure_collectives(comm, options, progress, fit);
+    const std::string source = "the ring model fitted to all_gather from 4 KiB to 16 MiB; it prices reduce_scatter "
+                               "and all_reduce without their additions, the worst of all 21 sizes off by " +
+                               std::to_string(static_cast<int>(std::lround(100 * fit.worst_relative_error))) +
+                               " % (measured.collectives: each size, and each op's own fit)";
+    profile["nvlink"] = {{"bytes_per_s", fit.bytes_per_s}, {"latency_s", fit.latency_s}, {"source", source}};
+    profile["infiniband"] = profile["nvlink"];
+  } else {
+    const HardwareProfile defaults;
+    profile["nvlink"] = {{"bytes_per_s", defaults.bandwidth_bytes_per_s}, {"latency_s", defaults.latency_s},
+                         {"source", world < 2 ? "not measured: one rank has no collective to move data"
+                                              : "not measured (--backend sim): the simulator's default link"}};
+    profile["infiniband"] = profile["nvlink"];
+  }
+  profile["measured"] = measured;
+  return profile;
+}
+
+}  // namespace zero3
