@@ -19,6 +19,9 @@
 //   replay-memory       SPMD case, groups included (gen_replay_case): its recorded trace, replayed,
 //                       predicts the run's own per-rank peak of every memory category and of
 //                       the total, to the byte.
+//   fault-tolerance     (props/fault_tolerance.h) SPMD case under a fault plan: equal to the same
+//                       case without faults or the fired fault's specific error, and the last
+//                       complete checkpoint of a saved series equal to the fault-free run's.
 //   device-agreement    SPMD case: the run on the opaque device (the simulator's stand-in for a
 //                       GPU) equals the run on cpu bit for bit. Every other property compares
 //                       runs on one device, so a device's own error (a bf16 write-back rounding
