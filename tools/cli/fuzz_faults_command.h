@@ -18,7 +18,8 @@ struct FaultCampaignCommandOptions {
 };
 
 // Exit 2 (CorrectnessError) on a hang, silent corruption, unexplained error or a checkpoint the
-// faults damaged, and when a lever path's site saw no fault in a campaign of 1,000 runs or more.
+// faults damaged, and when a lever path's site saw no fault in a campaign of 1,000 runs or more
+// with --max-ranks 4 or more (where every lever and group can be drawn).
 void run_fault_campaign_command(const FaultCampaignCommandOptions& options);
 
 }  // namespace zero3
