@@ -162,9 +162,12 @@ std::string seconds_text(double seconds) {
 
 }  // namespace
 
-struct alignas(64) MpiCommunicator::BoardSlot {  // a cache line each: no rank's store slows another's
+// A cache line's 64 bytes each, so that no rank's store slows another's; padded, not alignas(64):
+// MPI_Win_allocate_shared promises only 8-byte alignment of the segment (UBSan caught alignas).
+struct MpiCommunicator::BoardSlot {
   int64_t issued;  // collectives this rank has issued on the communicator (the next sequence number)
   int64_t pid;
+  int64_t padding[6];
 };
 
 MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std::string group_name,
@@ -188,6 +191,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiOptions& options, std
 
 // Collective over comm_, as the constructor is: every rank of the communicator calls it together.
 void MpiCommunicator::open_arrival_board() {
+  static_assert(sizeof(BoardSlot) == 64 && alignof(BoardSlot) == alignof(int64_t), "a padded cache line per rank");
   const std::string what = "rank " + std::to_string(rank_) + " of " + group_name_ + ": the arrival board";
   // Keyed by rank: when every rank shares this node, the node communicator's ranks are comm_'s.
   check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_comm_),
