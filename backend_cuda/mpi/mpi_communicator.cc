@@ -1,6 +1,7 @@
 // Nonblocking MPI collectives behind the Communicator seam (mpi_communicator.h, mpi_world.h).
 #include "backend_cuda/mpi/mpi_communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -154,6 +155,14 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
+// The pid of every world rank on this node, by world rank, from the world communicator's board:
+// a group's timeout names a stopped or dead process outside the group too, since a peer in the
+// group may only be waiting on it.
+std::vector<int64_t>& job_pids() {
+  static std::vector<int64_t> pids;
+  return pids;
+}
+
 std::string seconds_text(double seconds) {
   std::ostringstream text;
   text << seconds;
@@ -221,6 +230,11 @@ void MpiCommunicator::open_arrival_board() {
   std::atomic_ref(board_[rank_].issued).store(0, std::memory_order_release);
   std::atomic_ref(board_[rank_].pid).store(static_cast<int64_t>(::getpid()), std::memory_order_release);
   check_mpi(MPI_Barrier(node_comm_), what + ": MPI_Barrier");  // every slot written before any is read
+  if (group_name_ == "world" && job_pids().empty()) {
+    for (int rank = 0; rank < world_; ++rank) {
+      job_pids().push_back(std::atomic_ref(board_[rank].pid).load(std::memory_order_acquire));
+    }
+  }
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const CallSite& site) {
@@ -446,6 +460,14 @@ std::string MpiCommunicator::peers_at(const MpiWork& work) const {
     } else {
       running.push_back(rank);
     }
+  }
+  // Outside this group: a stopped or dead process the group's ranks may be waiting on.
+  for (size_t world_rank = 0; world_rank < job_pids().size(); ++world_rank) {
+    if (std::find(world_ranks_.begin(), world_ranks_.end(), static_cast<int>(world_rank)) != world_ranks_.end()) continue;
+    const ProcessState process = process_state(job_pids()[world_rank]);
+    if (process.progressing) continue;
+    named += "; outside " + group_name_ + ", world rank " + std::to_string(world_rank) + ": its process (pid " +
+             std::to_string(job_pids()[world_rank]) + ") " + process.text;
   }
   if (named.empty()) {
     return "; every rank of " + group_name_ + " issued " + number +

@@ -278,12 +278,14 @@ def stopped_rank(folder, name, extra):
         failures.append(f"{name}: exit {job.returncode} {seconds:.1f} s after SIGSTOP; expected exit 3 within 30 s:\n"
                         f"{errors[-3000:]}")
     # "rank 1 of group 1 (ranks 2,3): collective #17 (all_gather ...) at ... did not complete within 5 s;
-    # rank 0 (world rank 2) never arrived at #17 (...), and its process (pid N) is stopped (state T ..."
+    # rank 0 (world rank 2) never arrived at #17 (...), and its process (pid N) is stopped (state T ...";
+    # or, when the first timeout is in a group without rank 2 (its peer there only waits on rank 2):
+    # "...; outside group 1 (ranks 1,3), world rank 2: its process (pid N) is stopped (state T ...".
     # Within one peer's part (no ';'), so that another peer's state is never read as rank 2's.
     naming = re.compile(r"rank \d+ of (world|group \d+ \(ranks [\d,]+\)): collective #\d+ \((all_gather|"
-                        r"reduce_scatter|all_reduce|broadcast|barrier) .* did not complete within 5 s;.* rank \d+ "
-                        r"\(world rank 2\) (never arrived at #\d+ [^;]*, and|issued #\d+, but) its process "
-                        r"\(pid \d+\) is stopped \(state T")
+                        r"reduce_scatter|all_reduce|broadcast|barrier) .* did not complete within 5 s;.* "
+                        r"(rank \d+ \(world rank 2\) (never arrived at #\d+ [^;]*, and|issued #\d+, but)|"
+                        r"outside \1, world rank 2:) its process \(pid \d+\) is stopped \(state T")
     named = [match for match in map(naming.search, errors.splitlines()) if match]
     if not named:
         failures.append(f"{name}: no timeout names world rank 2 as stopped, with its collective and group:\n"
