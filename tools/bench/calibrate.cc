@@ -238,7 +238,15 @@ nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const Cal
                                "and all_reduce without their additions, the worst of all 21 sizes off by " +
                                std::to_string(static_cast<int>(std::lround(100 * fit.worst_relative_error))) +
                                " % (measured.collectives: each size, and each op's own fit)";
-    profile["nvlink"] = {{"bytes_per_s", fit.bytes_per_s}, {"latency_s", fit.latency_s}, {"source", source}};
+    // A fit under load can put the latency at 0 (its least-squares term went negative) or the
+    // bandwidth past any machine's: kept inside what a profile accepts, and said so.
+    const double latency_s = std::clamp(fit.latency_s, 1e-9, 1.0);
+    const double bytes_per_s = std::clamp(fit.bytes_per_s, 1e6, 1e15);
+    const std::string clamped = latency_s != fit.latency_s || bytes_per_s != fit.bytes_per_s
+                                    ? "; clamped from the fit's latency " + std::to_string(fit.latency_s) +
+                                          " s and bandwidth " + std::to_string(fit.bytes_per_s) + " B/s"
+                                    : "";
+    profile["nvlink"] = {{"bytes_per_s", bytes_per_s}, {"latency_s", latency_s}, {"source", source + clamped}};
     profile["infiniband"] = profile["nvlink"];
   } else {
     const HardwareProfile defaults;
