@@ -6,6 +6,7 @@
 
 #include "core/base/errors.h"
 #include "tools/cli/commands.h"
+#include "tools/runs/progress.h"
 #include "tools/runs/training_run.h"
 
 namespace zero3 {

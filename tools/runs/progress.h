@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "core/training/step_stats.h"
 
 namespace zero3 {
 
@@ -21,5 +24,8 @@ class ProgressBar {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point last_draw_;
 };
+
+// A compact ASCII rendering of the loss curve (one character column per bucket of steps).
+std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
 
 }  // namespace zero3

@@ -481,29 +481,4 @@ nlohmann::json outcome_to_json(const TrainOptions& options, const TrainConfig& c
   return report;
 }
 
-std::string loss_curve(const std::vector<StepStats>& steps, int width, int height) {
-  if (steps.empty()) return "";
-  double low = steps.front().loss, high = steps.front().loss;
-  for (const StepStats& stats : steps) {
-    low = std::min(low, stats.loss);
-    high = std::max(high, stats.loss);
-  }
-  const int columns = std::min<int>(width, static_cast<int>(steps.size()));
-  std::vector<std::string> rows(static_cast<size_t>(height), std::string(static_cast<size_t>(columns), ' '));
-  for (int column = 0; column < columns; ++column) {
-    const size_t index = static_cast<size_t>(column) * steps.size() / static_cast<size_t>(columns);
-    const double fraction = high > low ? (steps[index].loss - low) / (high - low) : 0.0;
-    const int row = height - 1 - static_cast<int>(std::lround(fraction * (height - 1)));
-    rows[static_cast<size_t>(row)][static_cast<size_t>(column)] = '*';
-  }
-  char label[32];
-  std::string text;
-  for (int row = 0; row < height; ++row) {
-    const double value = high - (high - low) * row / std::max(1, height - 1);
-    std::snprintf(label, sizeof(label), "%8.3f |", value);
-    text += label + rows[static_cast<size_t>(row)] + "\n";
-  }
-  return text;
-}
-
 }  // namespace zero3

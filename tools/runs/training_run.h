@@ -36,7 +36,5 @@ void warn_about_resume_differences(const std::string& dir, const CheckpointManif
 // AdamW moments, which a resumed or cross-backend run must also reproduce.
 std::string hash_master_weights(const std::vector<OptimizerSlot>& state);
 std::string hash_optimizer_state(const std::vector<OptimizerSlot>& state);
-// A compact ASCII rendering of the loss curve (one character column per bucket of steps).
-std::string loss_curve(const std::vector<StepStats>& steps, int width, int height);
 
 }  // namespace zero3
