@@ -2,7 +2,9 @@
 #include "props/fuzzer.h"
 
 #include <algorithm>
+#include <filesystem>
 
+#include "core/base/atomic_file.h"
 #include "core/base/stopwatch.h"
 #include "core/base/text.h"
 #include "core/base/errors.h"
@@ -211,6 +213,13 @@ FuzzReport run_fuzz(const FuzzOptions& options) {
   report.seconds = run_watch.seconds();
   report.budget_spent = options.time_budget_s > 0.0 && report.seconds >= options.time_budget_s;
   return report;
+}
+
+std::string write_counterexample(const std::string& out_dir, const std::string& name, const PropertyResult& failure) {
+  std::filesystem::create_directories(out_dir);
+  const std::string path = (std::filesystem::path(out_dir) / (name + ".json")).string();
+  write_file_atomically(path, case_file_json(failure.counterexample, failure.property, failure.message).dump(2) + "\n");
+  return path;
 }
 
 ReplayResult replay_case_file(const std::string& path) {

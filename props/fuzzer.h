@@ -84,6 +84,10 @@ FuzzReport run_fuzz(const FuzzOptions& options);
 // campaign (target_fuzzer.h) uses property 0.
 uint64_t batch_seed(uint64_t seed, size_t property_index, int64_t batch);
 
+// Writes the shrunk counterexample as OUT_DIR/NAME.json (a case file `zero3 fuzz --replay` re-runs),
+// creating the folder; the path written.
+std::string write_counterexample(const std::string& out_dir, const std::string& name, const PropertyResult& failure);
+
 struct ReplayResult {
   std::string property;
   bool reproduced = false;  // the property fails on the case again

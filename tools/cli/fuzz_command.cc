@@ -2,11 +2,9 @@
 // and a replay command, a progress bar on a terminal, a table by property, and writes each shrunk
 // counterexample as a case file that `zero3 fuzz --replay FILE` re-runs. Exit 2 on a counterexample.
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <random>
 
-#include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/text.h"
 #include "props/fuzzer.h"
@@ -91,11 +89,9 @@ void print_table(const FuzzReport& report) {
 void save_counterexample(const FuzzFlags& flags, const PropertyResult& failure) {
   std::printf("\ncounterexample for %s (shrunk: %s):\n%s\n", failure.property.c_str(),
               describe(failure.counterexample).c_str(), failure.message.c_str());
-  std::filesystem::create_directories(flags.out_dir);
   std::string name = failure.property + "-seed" + std::to_string(flags.options.seed);
   if (!flags.options.inject.empty()) name += "-" + flags.options.inject;
-  const std::string path = (std::filesystem::path(flags.out_dir) / (name + ".json")).string();
-  write_file_atomically(path, case_file_json(failure.counterexample, failure.property, failure.message).dump(2) + "\n");
+  const std::string path = write_counterexample(flags.out_dir, name, failure);
   std::printf("  written to %s\n  replay: zero3 fuzz --replay %s\n", path.c_str(), path.c_str());
   // A counterexample of the engine itself (not of an injected bug) belongs in the regression corpus
   // once it is fixed.

@@ -2,11 +2,9 @@
 #include "tools/cli/fuzz_faults_command.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <random>
 
-#include "core/base/atomic_file.h"
 #include "core/base/errors.h"
 #include "core/base/text.h"
 #include "props/fault_campaign.h"
@@ -49,10 +47,7 @@ void run_fixed_model_campaign(const FaultCampaignCommandOptions& flags) {
 
 void save_counterexample(const FaultCampaignCommandOptions& flags, const PropertyResult& failure) {
   std::printf("\ncounterexample (shrunk: %s):\n%s\n", describe(failure.counterexample).c_str(), failure.message.c_str());
-  std::filesystem::create_directories(flags.out_dir);
-  const std::string path =
-      (std::filesystem::path(flags.out_dir) / ("fault-tolerance-seed" + std::to_string(flags.seed) + ".json")).string();
-  write_file_atomically(path, case_file_json(failure.counterexample, failure.property, failure.message).dump(2) + "\n");
+  const std::string path = write_counterexample(flags.out_dir, "fault-tolerance-seed" + std::to_string(flags.seed), failure);
   std::printf("  written to %s\n  replay: zero3 fuzz --replay %s\n", path.c_str(), path.c_str());
 }
 
