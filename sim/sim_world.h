@@ -81,6 +81,7 @@ class SimRank final : public FaultPoints {
           FaultInjector& faults, Recorder& recorder);
   ~SimRank() override;
 
+  bool armed() const override { return faults_.plan().any(); }
   void reach(const char* site_class, const std::string& where) override;
   void host_allocation(const char* site_class, int64_t bytes, const std::string& what) override;
 

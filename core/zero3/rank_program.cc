@@ -48,7 +48,7 @@ void save_rank_checkpoint(const RankSeams& seams, const RankProgramOptions& opti
     }
     if (series && seams.comm) seams.comm->barrier(site);
     const auto writing = [&](const std::string& what) {
-      if (seams.faults) seams.faults->reach(kSiteCheckpointWrite, what + " of " + dir);
+      if (seams.faults && seams.faults->armed()) seams.faults->reach(kSiteCheckpointWrite, what + " of " + dir);
     };
     writing(shard_file_name(rank_of(seams)));
     write_shard_file(staging, manifest, rank_of(seams), trainer.checkpoint_shards(steps_taken - 1));

@@ -98,7 +98,7 @@ std::vector<Zero3Engine::ParamState*> Zero3Engine::params_of(Module& module) {
 // ---- offload: counted host<->device copies -----------------------------------------------------
 
 Tensor Zero3Engine::down(const Tensor& device_tensor) {
-  if (faults_) {
+  if (faults_ && faults_->armed()) {
     faults_->host_allocation(kSiteOffloadHostBuffer, device_tensor.bytes(), "a host copy for offload");
     faults_->reach(kSiteOffloadDown, std::to_string(device_tensor.bytes()) + " bytes device to host");
   }
@@ -111,7 +111,7 @@ Tensor Zero3Engine::down(const Tensor& device_tensor) {
 }
 
 Tensor Zero3Engine::up(const Tensor& host_tensor) {
-  if (faults_) faults_->reach(kSiteOffloadUp, std::to_string(host_tensor.bytes()) + " bytes host to device");
+  if (faults_ && faults_->armed()) faults_->reach(kSiteOffloadUp, std::to_string(host_tensor.bytes()) + " bytes host to device");
   counters_.host_to_device_bytes += host_tensor.bytes();
   if (host_tensor.is_meta()) return host_tensor;
   const Stopwatch watch;
