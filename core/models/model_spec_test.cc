@@ -238,7 +238,7 @@ TEST(ModelSpec, EveryExampleInModelSpecMdBuildsAndMatchesItsBuiltin) {
       block += line + "\n";
     }
   }
-  EXPECT_EQ(examples, 4);
+  EXPECT_EQ(examples, 5);
 }
 
 TEST(ModelSpec, ResolvedSpecRecordsEveryDefault) {

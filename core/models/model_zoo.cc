@@ -63,6 +63,12 @@ const std::map<std::string, const char*>& builtin_specs() {
           {"type": "unused_linear", "out": 4}, {"type": "bias", "shape": [1]},
           {"type": "concat", "layers": [{"type": "raw_scale", "shape": [1]}]}, {"type": "gelu"},
           {"type": "linear", "out": 4, "bias": false}]})"},
+      {"transformer-tiny", R"({"kind": "sequential", "vocab": 32, "context": 8, "loss": "cross_entropy", "layers": [
+          {"type": "embedding", "dim": 16},
+          {"type": "residual", "layers": [{"type": "layer_norm"}, {"type": "causal_self_attention", "heads": 2, "bias": false}]},
+          {"type": "residual", "layers": [{"type": "layer_norm"}, {"type": "linear", "out": 32}, {"type": "gelu"},
+                                          {"type": "linear", "out": 16}]},
+          {"type": "layer_norm"}, {"type": "tied_linear", "tie_to": "layers.0"}]})"},
   };
   return specs;
 }
@@ -122,6 +128,11 @@ BuiltModel build_sequential(const SpecNode& spec, const ModelOptions& options) {
   }
   auto model = build_sequential_model(spec);
   BuiltModel built;
+  if (model->tokens().vocab > 0) {
+    built.data = std::make_unique<MarkovData>(options.seed, model->tokens().vocab, model->tokens().context);
+    built.model = std::move(model);
+    return built;
+  }
   built.data = std::make_unique<TeacherData>(options.seed, model->input_width(), model->output_width(),
                                              model->loss_kind());
   built.model = std::move(model);

@@ -5,8 +5,10 @@
 #include <map>
 
 #include "core/nn/activation.h"
+#include "core/nn/attention.h"
 #include "core/nn/broadcast_layers.h"
 #include "core/base/errors.h"
+#include "core/nn/embedding.h"
 #include "core/base/json_reader.h"
 #include "core/nn/layer_norm.h"
 #include "core/nn/linear.h"
@@ -25,6 +27,10 @@ constexpr int64_t kRepeatMax = 1024;
 // Every training batch holds micro_batch x input_width dense features: a width the teacher data
 // could never fill in memory is refused at the spec, not by an allocation failure mid-run.
 constexpr int64_t kInputWidthMax = int64_t{1} << 20;
+// A token model's batch holds micro_batch x context ids, and its logits rows x vocab: the same bound.
+constexpr int64_t kContextMax = int64_t{1} << 20;
+constexpr int64_t kVocabMax = int64_t{1} << 24;
+constexpr int64_t kHeadsMax = int64_t{1} << 20;
 
 struct BuiltLayer {
   std::unique_ptr<Layer> layer;
@@ -51,6 +57,10 @@ std::string listed_names(const std::map<std::string, Parameter*>& names) {
 
 class SequentialBuilder {
  public:
+  // `sequence_length`: the tokens of one example (a token model's context; 1 for feature vectors),
+  // which attention needs to see rows as sequences. `vocab` > 0: a token model, whose layers.0 is
+  // the embedding.
+  SequentialBuilder(int64_t sequence_length, int64_t vocab) : sequence_length_(sequence_length), vocab_(vocab) {}
   std::unique_ptr<Sequential> sequence(const SpecNode& list, const std::string& prefix, int64_t width,
                                        int64_t* out_width);
   const std::map<std::string, Parameter*>& parameters() const { return parameters_; }
@@ -65,11 +75,15 @@ class SequentialBuilder {
   BuiltLayer raw_scale(const SpecNode& node, int64_t width);
   BuiltLayer body_layer(const SpecNode& node, const std::string& type, const std::string& name, int64_t width);
   BuiltLayer moe(const SpecNode& node, int64_t width);
+  BuiltLayer embedding(const SpecNode& node, const std::string& name);
+  BuiltLayer attention(const SpecNode& node, int64_t width);
   // Records the subtree's parameters and 2-D weights under the names finalize() will give them.
   void remember(const Module& module, const std::string& name);
 
   std::map<std::string, Parameter*> weights_;     // module name -> its 2-D "weight"
   std::map<std::string, Parameter*> parameters_;  // parameter name -> parameter
+  int64_t sequence_length_;
+  int64_t vocab_;
 };
 
 std::unique_ptr<Sequential> SequentialBuilder::sequence(const SpecNode& list, const std::string& prefix,
@@ -131,6 +145,14 @@ BuiltLayer SequentialBuilder::unfrozen_layer(const SpecNode& node, const std::st
   if (type == "moe") {
     node.expect_object({"type", "experts", "hidden", "requires_grad"}, what);
     return moe(node, width);
+  }
+  if (type == "embedding") {
+    node.expect_object({"type", "dim", "requires_grad"}, what);
+    return embedding(node, name);
+  }
+  if (type == "causal_self_attention") {
+    node.expect_object({"type", "heads", "bias", "proj_bias", "requires_grad"}, what);
+    return attention(node, width);
   }
   node.expect_object(type == "repeat" ? std::vector<std::string>{"type", "times", "layers"}
                                       : std::vector<std::string>{"type", "layers"},
@@ -228,6 +250,30 @@ BuiltLayer SequentialBuilder::moe(const SpecNode& node, int64_t width) {
   return {std::make_unique<Moe>(width, experts, hidden, fan_in_std(width)), width};
 }
 
+BuiltLayer SequentialBuilder::embedding(const SpecNode& node, const std::string& name) {
+  if (vocab_ == 0 || name != "layers.0") {
+    node.at("type").fail("an embedding takes token ids: it can only be layers.0 of a model with a \"vocab\"");
+  }
+  const int64_t dim = node.at("dim").integer(0);
+  return {std::make_unique<TokenEmbedding>(vocab_, dim, fan_in_std(dim)), dim};
+}
+
+BuiltLayer SequentialBuilder::attention(const SpecNode& node, int64_t width) {
+  const SpecNode heads_node = node.at("heads");
+  const int64_t heads = heads_node.integer(1, kHeadsMax);
+  if (width % heads != 0) {
+    heads_node.fail("expected a number of heads that divides the input width " + std::to_string(width) + ", got " +
+                    std::to_string(heads));
+  }
+  const AttentionOptions options{.qkv_bias = node.at("bias").boolean_or(true),
+                                 .proj_bias = node.at("proj_bias").boolean_or(true),
+                                 .rows_per_sequence = sequence_length_};
+  // GPT-2's N(0, 0.02): the key bias moves scores by a per-row constant, so its gradient is 0 but for
+  // rounding, which AdamW scales up to lr-sized steps; small projections keep that rounding small.
+  constexpr float kGpt2InitStd = 0.02f;
+  return {std::make_unique<CausalSelfAttention>(width, heads, kGpt2InitStd, kGpt2InitStd, options), width};
+}
+
 void SequentialBuilder::remember(const Module& module, const std::string& name) {
   for (const auto& param : module.parameters()) {
     parameters_[name + "." + param->local_name()] = param.get();
@@ -241,25 +287,52 @@ void SequentialBuilder::remember(const Module& module, const std::string& name) 
 const std::vector<std::string>& sequential_layer_types() {
   static const std::vector<std::string> types = {
       "linear", "tied_linear", "unused_linear", "gelu", "relu", "layer_norm", "scale", "bias", "raw_scale",
-      "residual", "concat", "sum_residual", "repeat", "moe"};
+      "residual", "concat", "sum_residual", "repeat", "moe", "embedding", "causal_self_attention"};
   return types;
 }
 
 std::unique_ptr<SequentialModel> build_sequential_model(const SpecNode& spec) {
-  spec.expect_object({"zero3_model_spec", "name", "kind", "input_width", "loss", "layers", "checkpoint_activations"},
+  spec.expect_object({"zero3_model_spec", "name", "kind", "input_width", "vocab", "context", "loss", "layers",
+                      "checkpoint_activations"},
                      "a sequential model spec");
-  const int64_t input_width = spec.at("input_width").integer(0, kInputWidthMax);
+  const SpecNode vocab_node = spec.at("vocab");
+  const bool tokens = vocab_node.present();
+  TokenShape token_shape;
+  int64_t input_width = 0;
+  if (tokens) {
+    if (spec.at("input_width").present()) {
+      spec.at("input_width").fail("a token model (with \"vocab\") reads \"context\" token ids per example; expected "
+                                  "no input_width");
+    }
+    token_shape = {.vocab = vocab_node.integer(1, kVocabMax), .context = spec.at("context").integer(1, kContextMax)};
+  } else {
+    if (spec.at("context").present()) spec.at("context").fail("expected \"context\" only with a \"vocab\"");
+    input_width = spec.at("input_width").integer(0, kInputWidthMax);
+  }
   const std::string loss_name = spec.at("loss").one_of({"mse", "cross_entropy"});
+  if (tokens && loss_name != "cross_entropy") {
+    spec.at("loss").fail_expected("\"cross_entropy\" (a token model predicts the next token)");
+  }
   const SpecNode layers = spec.at("layers");
+  if (tokens) {
+    const SpecNode first = layers.at(size_t{0});
+    const bool embedding_first = layers.array_size() > 0 && first.value().is_object() &&
+                                 first.value().value("type", nlohmann::json()) == "embedding";
+    if (!embedding_first) first.fail_expected("an embedding layer first: a token model's input is token ids");
+  }
   int64_t output_width = 0;
-  SequentialBuilder builder;
+  SequentialBuilder builder(tokens ? token_shape.context : 1, token_shape.vocab);
   auto stack = builder.sequence(layers, "layers", input_width, &output_width);
   if (output_width < 1) {
     layers.fail("expected the last layer to output at least 1 value per example for the " + loss_name +
                 " loss, got width 0");
   }
+  if (tokens && output_width != token_shape.vocab) {
+    layers.fail("expected the last layer to output one logit per token of the vocab (" +
+                std::to_string(token_shape.vocab) + "), got width " + std::to_string(output_width));
+  }
   const SequentialLoss loss = loss_name == "mse" ? SequentialLoss::mse : SequentialLoss::cross_entropy;
-  auto model = std::make_unique<SequentialModel>(std::move(stack), loss, input_width, output_width);
+  auto model = std::make_unique<SequentialModel>(std::move(stack), loss, input_width, output_width, token_shape);
   // tie_to and param resolved names before finalize() assigned them; both must agree.
   for (const auto& [name, param] : builder.parameters()) {
     ZERO3_CHECK(param->name() == name, "spec name " + name + " became " + param->name());

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/base/errors.h"
 #include "core/tensor/kernels.h"
 #include "core/nn/mlp.h"
 #include "core/nn/module_gradcheck.h"
@@ -40,6 +41,42 @@ TEST(AttentionBlock, EarlierPositionsIgnoreLaterOnes) {
   const Tensor after = attn.forward(ctx, constant(x)).value();
   for (int64_t i = 0; i < 2 * 4; ++i) EXPECT_EQ(before.data()[i], after.data()[i]) << "element " << i;
   EXPECT_NE(before.data()[2 * 4], after.data()[2 * 4]);
+}
+
+// A sequential token model's attention: rows [B*T, C] give what [B, T, C] gives, row for row.
+TEST(AttentionBlock, TokenRowsAttendAsTheirSequences) {
+  ModuleHarness sequences(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f), 3);
+  ModuleHarness rows(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f,
+                                                           AttentionOptions{.rows_per_sequence = 3}), 3);
+  const Tensor x = seeded_normal({2, 3, 4}, 1);
+  Context ctx(cpu_kernels());
+  const Tensor expected = sequences.root_as<Layer>().forward(ctx, constant(x)).value().clone();
+  const Tensor got = rows.root_as<Layer>().forward(ctx, constant(x.reshape({6, 4}))).value();
+  ASSERT_EQ(got.shape(), (Shape{6, 4}));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(got.data()[i], expected.data()[i]) << "element " << i;
+}
+
+TEST(AttentionBlock, TokenRowsGradientsMatchFiniteDifferencesWithAndWithoutBiases) {
+  for (const bool bias : {true, false}) {
+    ModuleHarness harness(std::make_unique<CausalSelfAttention>(
+        4, 2, 0.5f, 0.5f, AttentionOptions{.qkv_bias = bias, .proj_bias = !bias, .rows_per_sequence = 3}));
+    EXPECT_EQ(harness.parameters().size(), 3u) << "qkv and proj weights and one bias";
+    const auto result = check_layer(harness, {6, 4});
+    EXPECT_TRUE(result.ok) << result.report;
+  }
+}
+
+TEST(AttentionBlock, ZeroWidthTokenRowsGiveZeroWidthRows) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(0, 3, 0.5f, 0.5f, AttentionOptions{.rows_per_sequence = 2}));
+  Context ctx(cpu_kernels());
+  const Var y = harness.root_as<Layer>().forward(ctx, constant(seeded_normal({4, 0}, 1)));
+  EXPECT_EQ(y.shape(), (Shape{4, 0}));
+}
+
+TEST(AttentionBlock, RowsThatAreNotWholeSequencesAreAShapeError) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f, AttentionOptions{.rows_per_sequence = 3}));
+  Context ctx(cpu_kernels());
+  EXPECT_THROW(harness.root_as<Layer>().forward(ctx, constant(seeded_normal({5, 4}, 1))), ShapeError);
 }
 
 TEST(Mlp, GradientsMatchFiniteDifferences) {

@@ -39,5 +39,31 @@ TEST(EmbeddingModule, SizeOneTableGradientsMatchFiniteDifferences) {
   EXPECT_TRUE(result.ok) << result.report;
 }
 
+// A token model's layers.0: ids [B, T] in, one row per token out, rows in (example, position) order.
+TEST(TokenEmbedding, GivesOneRowPerTokenAndRepeatedIdsGradientsAddUp) {
+  ModuleHarness harness(std::make_unique<TokenEmbedding>(4, 3, 0.5f));
+  auto& table = harness.root_as<TokenEmbedding>();
+  const Tensor ids = Tensor::from_values({2, 3}, {1, 3, 1, 0, 1, 3});
+  Context ctx(cpu_kernels());
+  const Var rows = table.forward(ctx, constant(ids));
+  ASSERT_EQ(rows.shape(), (Shape{6, 3}));
+  const Tensor weights = table.weight().data;
+  for (int64_t token = 0; token < 6; ++token) {
+    const auto id = static_cast<int64_t>(ids.data()[token]);
+    for (int64_t c = 0; c < 3; ++c) EXPECT_EQ(rows.value().data()[token * 3 + c], weights.data()[id * 3 + c]);
+  }
+  const auto result = module_gradcheck([&](Context& c, const std::vector<Var>&) {
+    return weighted_sum(c, table.forward(c, constant(ids)), 2);
+  }, {}, harness.parameters());
+  EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(TokenEmbedding, ZeroDimensionsGiveZeroWidthRows) {
+  ModuleHarness harness(std::make_unique<TokenEmbedding>(5, 0, 0.5f));
+  Context ctx(cpu_kernels());
+  const Var rows = harness.root_as<TokenEmbedding>().forward(ctx, constant(Tensor::from_values({1, 2}, {4, 0})));
+  EXPECT_EQ(rows.shape(), (Shape{2, 0}));
+}
+
 }  // namespace
 }  // namespace zero3
