@@ -25,6 +25,7 @@ std::vector<LayerKind> layer_kinds(const RealizeOptions& options, int depth) {
                                LayerKind::repeat});
   }
   if (options.moe) kinds.insert(kinds.end(), 3, LayerKind::moe);
+  if (options.transformer) kinds.insert(kinds.end(), 2, LayerKind::causal_self_attention);
   // The broadcast trap hides best inside a sum_residual body, whose width may collapse to 0: with
   // raw handles allowed, such bodies come up more often (and gen_layer_draw ends some with one).
   if (options.raw_foreign && depth < 2) kinds.insert(kinds.end(), 2, LayerKind::sum_residual);
@@ -167,6 +168,47 @@ rc::Gen<std::vector<LayerDraw>> gen_layer_draws(int world, const RealizeOptions&
   return rc::gen::scale(scale, rc::gen::container<std::vector<LayerDraw>>(draw));
 }
 
+namespace {
+
+// A pre-norm transformer block as GPT's, made of spec layers: residual [layer_norm, attention] then
+// residual [layer_norm, linear, gelu, linear] (the realizer projects the MLP back to the width).
+// Every part shrinks away on its own, each residual into its body.
+std::vector<LayerDraw> gen_transformer_block(int world) {
+  LayerDraw attend{.kind = LayerKind::residual, .splice = *gen_splice()};
+  if (*gen_kept()) attend.body.push_back({.kind = LayerKind::layer_norm});
+  attend.body.push_back({.kind = LayerKind::causal_self_attention, .count = *gen_uniform(1, 4),
+                         .pick = *gen_uniform(0, 1), .flag = *rc::gen::element(false, true),
+                         .frozen = *gen_weighted_element<bool>({{4, false}, {1, true}})});
+  LayerDraw mlp{.kind = LayerKind::residual, .splice = *gen_splice()};
+  if (*gen_kept()) mlp.body.push_back({.kind = LayerKind::layer_norm});
+  mlp.body.push_back({.kind = LayerKind::linear, .size = *gen_dimension(world), .flag = true});
+  if (*gen_kept()) mlp.body.push_back({.kind = LayerKind::gelu});
+  std::vector<LayerDraw> block = {attend};
+  if (*gen_kept()) block.push_back(mlp);
+  return block;
+}
+
+// Half the models read token ids (shrinking to feature vectors): a vocab from 1 (every target the
+// same token) up, short contexts so that attention's T x T stays cheap, and 0-2 transformer blocks
+// ahead of the drawn layers.
+TokenDraw gen_token_draw(int world, std::vector<LayerDraw>& draws) {
+  if (!*gen_weighted_element<bool>({{1, false}, {1, true}})) return {};
+  TokenDraw tokens{.vocab = *rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(1)},
+                                                               {4, gen_uniform(2, 16)}}),
+                   .context = *gen_uniform(1, 4),
+                   .tied_head = *gen_weighted_element<bool>({{1, false}, {2, true}}),
+                   .frozen_embedding = *gen_weighted_element<bool>({{5, false}, {1, true}})};
+  const int64_t blocks = *gen_weighted_element<int64_t>({{1, 0}, {2, 1}, {1, 2}});
+  std::vector<LayerDraw> stacked;
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (LayerDraw& draw : gen_transformer_block(world)) stacked.push_back(std::move(draw));
+  }
+  draws.insert(draws.begin(), stacked.begin(), stacked.end());
+  return tokens;
+}
+
+}  // namespace
+
 rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options, bool trap_motif) {
   return rc::gen::exec([=] {
     const int64_t input_width = *gen_dimension(world);
@@ -187,7 +229,8 @@ rc::Gen<nlohmann::json> gen_model_spec(int world, const RealizeOptions& options,
       const int64_t from_end = *gen_uniform(0, static_cast<int64_t>(draws.size()) + 1);
       draws.insert(draws.end() - from_end, std::move(motif));
     }
-    return realize_model_spec(input_width, cross_entropy, draws, options);
+    const TokenDraw tokens = options.transformer ? gen_token_draw(world, draws) : TokenDraw{};
+    return realize_model_spec(input_width, cross_entropy, draws, options, tokens);
   });
 }
 
@@ -287,7 +330,7 @@ rc::Gen<FuzzCase> gen_case(const GenLimits& limits, bool raw_foreign, bool requi
     FuzzCase fuzz_case;
     fuzz_case.world = *gen_world(limits.max_ranks);
     fuzz_case.model_spec =
-        *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = raw_foreign, .require_moe = false});
+        *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = raw_foreign, .require_moe = false, .transformer = true});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
     fuzz_case.config = *gen_train_config(
         facts, {.require_moe_leaf = require_leaf_for_moe && facts.has_moe && fuzz_case.world > 1,
@@ -313,7 +356,8 @@ rc::Gen<FuzzCase> gen_broadcast_trap_case(const GenLimits& limits) {
   return rc::gen::exec([=] {
     FuzzCase fuzz_case;
     fuzz_case.world = *gen_world(limits.max_ranks);
-    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = false, .raw_foreign = true, .require_moe = false});
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world,
+                                            {.moe = false, .raw_foreign = true, .require_moe = false, .transformer = true});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
     fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false, .levers = false});
     fuzz_case.config.zero.leaf_modules.clear();
@@ -339,7 +383,8 @@ rc::Gen<FuzzCase> gen_divergent_case(const GenLimits& limits) {
     const int max_ranks = std::max(limits.max_ranks, 2);
     fuzz_case.world = *rc::gen::weightedOneOf<int>(
         {{4, rc::gen::inRange(2, std::min(max_ranks, 4) + 1)}, {1, rc::gen::inRange(2, max_ranks + 1)}});
-    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world, {.moe = true, .raw_foreign = false, .require_moe = true});
+    fuzz_case.model_spec = *gen_model_spec(fuzz_case.world,
+                                            {.moe = true, .raw_foreign = false, .require_moe = true, .transformer = true});
     const ModelFacts facts = model_facts(fuzz_case.model_spec, {});
     fuzz_case.config = *gen_train_config(facts, {.require_moe_leaf = false, .world = fuzz_case.world});
     fuzz_case.config.zero.leaf_modules.clear();

@@ -123,5 +123,71 @@ TEST(Generators, EveryLeverComesUpInFiveHundredSpmdCasesAndStageThreeWithoutLeve
   EXPECT_GT(counts.no_lever_flat, counts.cases / 5);
 }
 
+struct TransformerCounts {
+  int64_t token_models = 0, with_attention = 0, tied_head = 0, frozen_embedding = 0, zero_dim = 0, vocab_one = 0;
+  int64_t attention_layers = 0, zero_width_attention = 0, frozen_attention = 0, attention_without_qkv_bias = 0;
+};
+
+// Attention layers anywhere in a layer list, bodies included; `width` is not tracked, so a zero-width
+// attention is one whose qkv the spec builds as [0, 0] (model_facts' parameter sizes say so).
+void count_attention(const nlohmann::json& layers, TransformerCounts& counts, bool& found) {
+  for (const nlohmann::json& layer : layers) {
+    if (layer.contains("layers")) count_attention(layer.at("layers"), counts, found);
+    if (layer.at("type") != "causal_self_attention") continue;
+    found = true;
+    counts.attention_layers++;
+    counts.frozen_attention += layer.value("requires_grad", true) ? 0 : 1;
+    counts.attention_without_qkv_bias += layer.at("bias").get<bool>() ? 0 : 1;
+  }
+}
+
+TEST(Generators, TokenModelsAndAttentionComeUpAsOftenAsTheFeatureShapes) {
+  constexpr uint64_t kSeed = 20261207;
+  constexpr int64_t kCases = 500;
+  TransformerCounts counts;
+  for (int64_t i = 0; i < kCases; ++i) {
+    const rc::Random random(kSeed + static_cast<uint64_t>(i));
+    const FuzzCase fuzz_case = gen_spmd_case({.max_ranks = 8})(random, static_cast<int>(i % 100)).value();
+    const nlohmann::json& spec = fuzz_case.model_spec;
+    bool has_attention = false;
+    count_attention(spec.at("layers"), counts, has_attention);
+    counts.with_attention += has_attention ? 1 : 0;
+    if (!spec.contains("vocab")) continue;
+    counts.token_models++;
+    const nlohmann::json& embedding = spec.at("layers").at(0);
+    EXPECT_EQ(embedding.at("type"), "embedding");
+    counts.frozen_embedding += embedding.value("requires_grad", true) ? 0 : 1;
+    counts.zero_dim += embedding.at("dim") == 0 ? 1 : 0;
+    counts.vocab_one += spec.at("vocab") == 1 ? 1 : 0;
+    const nlohmann::json& head = spec.at("layers").back();
+    counts.tied_head += head.at("type") == "tied_linear" && head.at("tie_to") == "layers.0" ? 1 : 0;
+    const BuiltModel built = build_model_from_spec(spec, "generated", {});
+    for (const Parameter* param : built.model->parameters()) {
+      if (param->name().ends_with(".qkv.weight") && param->numel() == 0) counts.zero_width_attention++;
+    }
+  }
+  std::printf("seed=%llu: of %lld SPMD cases, %lld token models (tied head %lld, frozen embedding %lld, dim 0 %lld, "
+              "vocab 1 %lld), %lld with attention (%lld layers: zero width %lld, frozen %lld, no qkv bias %lld)\n",
+              static_cast<unsigned long long>(kSeed), static_cast<long long>(kCases),
+              static_cast<long long>(counts.token_models), static_cast<long long>(counts.tied_head),
+              static_cast<long long>(counts.frozen_embedding), static_cast<long long>(counts.zero_dim),
+              static_cast<long long>(counts.vocab_one), static_cast<long long>(counts.with_attention),
+              static_cast<long long>(counts.attention_layers), static_cast<long long>(counts.zero_width_attention),
+              static_cast<long long>(counts.frozen_attention), static_cast<long long>(counts.attention_without_qkv_bias));
+  // "As often as today's shapes": token models about half, attention in about as many cases.
+  EXPECT_GT(counts.token_models, kCases * 35 / 100);
+  EXPECT_LT(counts.token_models, kCases * 65 / 100);
+  EXPECT_GT(counts.with_attention, kCases * 35 / 100);
+  // The edge cases stay drawn in the new layers: each comes up.
+  EXPECT_GT(counts.tied_head, 0);
+  EXPECT_GT(counts.frozen_embedding, 0);
+  EXPECT_GT(counts.zero_dim, 0);
+  EXPECT_GT(counts.vocab_one, 0);
+  EXPECT_GT(counts.zero_width_attention, 0);
+  EXPECT_GT(counts.frozen_attention, 0);
+  EXPECT_GT(counts.attention_without_qkv_bias, 0);
+  EXPECT_LT(counts.attention_without_qkv_bias, counts.attention_layers);
+}
+
 }  // namespace
 }  // namespace zero3

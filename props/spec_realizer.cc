@@ -24,6 +24,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::sum_residual: return "sum_residual";
     case LayerKind::repeat: return "repeat";
     case LayerKind::moe: return "moe";
+    case LayerKind::causal_self_attention: return "causal_self_attention";
   }
   return "unknown";
 }
@@ -54,6 +55,8 @@ class SpecRealizer {
                 nlohmann::json& layers);
   nlohmann::json linear_layer(const std::string& name, int64_t out, bool bias, int64_t& width);
   nlohmann::json moe_layer(const std::string& name, int64_t experts, int64_t hidden, int64_t width);
+  nlohmann::json embedding_layer(const TokenDraw& tokens, int64_t dim);
+  nlohmann::json head_layer(const TokenDraw& tokens, const std::string& name, int64_t dim, int64_t& width);
   bool realized_moe() const { return realized_moe_; }
 
  private:
@@ -63,6 +66,7 @@ class SpecRealizer {
   nlohmann::json broadcast(const LayerDraw& draw, const std::string& name, int64_t& width);
   nlohmann::json raw_scale(const LayerDraw& draw, const std::string& name, int64_t& width);
   nlohmann::json body_layer(const LayerDraw& draw, const std::string& name, int64_t& width);
+  nlohmann::json attention(const LayerDraw& draw, const std::string& name, int64_t width);
   void add_weight(const std::string& module, int64_t out, int64_t in, bool bias);
 
   RealizeOptions options_;
@@ -95,7 +99,7 @@ bool owns_parameter(const nlohmann::json& layer) {
   if (type == "tied_linear") return layer.at("bias").get<bool>();
   if (type == "raw_scale") return layer.contains("shape");
   return type == "linear" || type == "unused_linear" || type == "layer_norm" || type == "scale" || type == "bias" ||
-         type == "moe";
+         type == "moe" || type == "causal_self_attention" || type == "embedding";
 }
 
 std::optional<nlohmann::json> SpecRealizer::layer(const LayerDraw& draw, const std::string& name, int64_t& width) {
@@ -132,6 +136,7 @@ std::optional<nlohmann::json> SpecRealizer::unfrozen_layer(const LayerDraw& draw
     case LayerKind::concat:
     case LayerKind::sum_residual:
     case LayerKind::repeat: return body_layer(draw, name, width);
+    case LayerKind::causal_self_attention: return attention(draw, name, width);
   }
   return std::nullopt;
 }
@@ -219,6 +224,33 @@ nlohmann::json SpecRealizer::body_layer(const LayerDraw& draw, const std::string
   return json;
 }
 
+// The most heads up to the draw's count that divide the width (any count divides width 0).
+nlohmann::json SpecRealizer::attention(const LayerDraw& draw, const std::string& name, int64_t width) {
+  int64_t heads = std::max<int64_t>(draw.count, 1);
+  while (width % heads != 0) --heads;
+  const bool qkv_bias = draw.flag, proj_bias = draw.pick % 2 == 0;
+  add_weight(name + ".qkv", 3 * width, width, qkv_bias);
+  add_weight(name + ".proj", width, width, proj_bias);
+  return {{"type", "causal_self_attention"}, {"heads", heads}, {"bias", qkv_bias}, {"proj_bias", proj_bias}};
+}
+
+nlohmann::json SpecRealizer::embedding_layer(const TokenDraw& tokens, int64_t dim) {
+  add_weight("layers.0", tokens.vocab, dim, false);
+  nlohmann::json json = {{"type", "embedding"}, {"dim", dim}};
+  if (tokens.frozen_embedding) json["requires_grad"] = false;
+  return json;
+}
+
+// The LM head: tied to the embedding (GPT-2's) when the rows are back at its width, else a linear.
+nlohmann::json SpecRealizer::head_layer(const TokenDraw& tokens, const std::string& name, int64_t dim,
+                                        int64_t& width) {
+  if (tokens.tied_head && width == dim) {
+    width = tokens.vocab;
+    return {{"type", "tied_linear"}, {"tie_to", "layers.0"}, {"transpose", false}, {"bias", false}};
+  }
+  return linear_layer(name, tokens.vocab, true, width);
+}
+
 nlohmann::json SpecRealizer::moe_layer(const std::string& name, int64_t experts, int64_t hidden, int64_t width) {
   realized_moe_ = true;
   add_weight(name + ".gate", experts, width, true);
@@ -233,21 +265,31 @@ nlohmann::json SpecRealizer::moe_layer(const std::string& name, int64_t experts,
 }  // namespace
 
 nlohmann::json realize_model_spec(int64_t input_width, bool cross_entropy, const std::vector<LayerDraw>& draws,
-                                  const RealizeOptions& options) {
+                                  const RealizeOptions& options, const TokenDraw& tokens) {
   SpecRealizer realizer(options);
   nlohmann::json layers = nlohmann::json::array();
   int64_t width = input_width;
+  if (tokens.vocab > 0) layers.push_back(realizer.embedding_layer(tokens, input_width));
   realizer.sequence(draws, "layers", width, layers);
   if (options.require_moe && !realizer.realized_moe()) {
     layers.push_back(realizer.moe_layer("layers." + std::to_string(layers.size()), 2, 2, width));
   }
-  if (width < 1) layers.push_back(realizer.linear_layer("layers." + std::to_string(layers.size()), 2, true, width));
-  return {{"zero3_model_spec", 1},
-          {"name", "fuzz"},
-          {"kind", "sequential"},
-          {"input_width", input_width},
-          {"loss", cross_entropy ? "cross_entropy" : "mse"},
-          {"layers", layers}};
+  const std::string last = "layers." + std::to_string(layers.size());
+  if (tokens.vocab > 0) {
+    layers.push_back(realizer.head_layer(tokens, last, input_width, width));
+  } else if (width < 1) {
+    layers.push_back(realizer.linear_layer(last, 2, true, width));
+  }
+  nlohmann::json spec = {{"zero3_model_spec", 1}, {"name", "fuzz"}, {"kind", "sequential"}};
+  if (tokens.vocab > 0) {
+    spec["vocab"] = tokens.vocab;
+    spec["context"] = tokens.context;
+  } else {
+    spec["input_width"] = input_width;
+  }
+  spec["loss"] = cross_entropy || tokens.vocab > 0 ? "cross_entropy" : "mse";
+  spec["layers"] = layers;
+  return spec;
 }
 
 }  // namespace zero3

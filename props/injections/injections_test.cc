@@ -25,7 +25,9 @@ constexpr uint64_t kSeed = 20240601;
 // The property expected to catch each injection (props/README.md's table, from `zero3 fuzz
 // --injection-table`): the fuzzer runs the properties in order and stops at the first counterexample,
 // so this is the first property whose cases expose the bug. invalidate-without-wait needs a
-// rank-divergent case for one seed and an SPMD one for another, so either property may find it.
+// rank-divergent case for one seed and an SPMD one for another, so either property may find it; since
+// half the models are token models, replay-memory's cases may reach it first (the gathers left in
+// flight hold memory that replay does not predict).
 const std::map<std::string, std::set<std::string>>& expected_catchers() {
   static const std::map<std::string, std::set<std::string>> expected = {
       {"gather-gated-on-numel", {"equivalence"}},
@@ -34,7 +36,7 @@ const std::map<std::string, std::set<std::string>>& expected_catchers() {
       {"padding-uninitialized", {"checkpoint-round-trip"}},
       {"grad-padding-uninitialized", {"equivalence"}},
       {"bucket-exact-size-skipped", {"equivalence"}},
-      {"invalidate-without-wait", {"equivalence", "collective-agreement"}},
+      {"invalidate-without-wait", {"equivalence", "collective-agreement", "replay-memory"}},
       {"release-while-in-use", {"equivalence"}},
       {"gas-scale-twice", {"equivalence"}},
       {"unused-params-skipped", {"equivalence"}},
