@@ -31,6 +31,12 @@ std::string layer_text(const nlohmann::json& layer) {
   } else if (type == "moe") {
     text += "(" + layer.value("experts", nlohmann::json(0)).dump() + " experts, hidden " +
             layer.value("hidden", nlohmann::json(0)).dump() + ")";
+  } else if (type == "embedding") {
+    text += "(dim " + layer.value("dim", nlohmann::json(0)).dump() + ")";
+  } else if (type == "causal_self_attention") {
+    text += "(" + layer.value("heads", nlohmann::json(1)).dump() + " heads" +
+            (layer.value("bias", true) ? "" : ", no qkv bias") + (layer.value("proj_bias", true) ? "" : ", no proj bias") +
+            ")";
   } else if (layer.contains("layers")) {
     if (type == "repeat") text += " x" + layer.value("times", nlohmann::json(1)).dump();
     text += "[" + layers_text(layer["layers"]) + "]";
@@ -77,7 +83,10 @@ std::string model_sentence(const TargetCase& target_case) {
   const nlohmann::json json = target_case_json(target_case);
   const nlohmann::json& model = json.at("model");
   const FuzzCase& run = target_case.run;
-  std::string text = "input width " + model.value("input_width", nlohmann::json(0)).dump() + ": " +
+  const std::string input = model.contains("vocab") ? "tokens (vocab " + model["vocab"].dump() + ", context " +
+                                                          model.value("context", nlohmann::json(1)).dump() + ")"
+                                                    : "input width " + model.value("input_width", nlohmann::json(0)).dump();
+  std::string text = input + ": " +
                      layers_text(model.value("layers", nlohmann::json::array())) + " (" +
                      model.value("loss", std::string("mse")) + " loss); W=" + std::to_string(run.world) + ", " +
                      plural(run.steps, "step") + " of " + plural(run.config.gradient_accumulation_steps, "micro-step") +

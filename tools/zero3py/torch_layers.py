@@ -2,16 +2,19 @@
 its C++ twin; torch_model.build_layers assembles them from a spec. Works on torch 1.13 (the outside
 oracle's Debian torch) and on the runners' torch 2.x.
 
-Parameters may be bf16; they are used widened to f32 (zero3 computes an op with an f32 operand in
-f32, and a sequential model's inputs are f32). A float64 model (the runners' exact reference)
+Parameters may be bf16. zero3 computes an op with any f32 operand in f32 and an op on bf16 operands
+only in bf16, rounding its output: a feature model's inputs are f32, so its bf16 parameters are used
+widened to f32 throughout; a token model's embedding gives bf16 rows from a bf16 table, so its
+layers compute in bf16 as zero3's do (`operand`). A float64 model (the runners' exact reference)
 computes in float64 throughout.
 """
 import torch
 import torch.nn.functional as F
 
-def widened(t):
-    """A parameter as the ops use it: bf16 and f16 widened to f32; f32 and f64 as they are."""
-    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+def operand(t, x):
+    """A parameter as an op on activation `x` uses it: a bf16 or f16 one widened to f32 unless `x`
+    has its dtype (zero3's promotion: any f32 operand makes the op f32); f32 and f64 as they are."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) and x.dtype != t.dtype else t
 
 
 # How a raw_scale layer reaches the parameter it reads (torch_model's module docstring says why).
@@ -19,10 +22,10 @@ RAW_ACCESS = ("cached_reference", "own_forward", "parent_attribute", "external_p
 
 
 class Linear(torch.nn.Linear):
-    """zero3's Linear [out, in]; a bf16 parameter is used widened, as zero3's f32-input ops use it."""
+    """zero3's Linear [out, in]; a bf16 parameter meets an f32 input widened, as zero3's ops use it."""
 
     def forward(self, x):
-        return F.linear(x, widened(self.weight), None if self.bias is None else widened(self.bias))
+        return F.linear(x, operand(self.weight, x), None if self.bias is None else operand(self.bias, x))
 
 
 class UnusedLinear(Linear):
@@ -34,7 +37,7 @@ class UnusedLinear(Linear):
 
 class LayerNorm(torch.nn.LayerNorm):
     def forward(self, x):  # eps 1e-5 as core/nn/layer_norm.h
-        return F.layer_norm(x, self.normalized_shape, widened(self.weight), widened(self.bias), self.eps)
+        return F.layer_norm(x, self.normalized_shape, operand(self.weight, x), operand(self.bias, x), self.eps)
 
 
 class Act(torch.nn.Module):
@@ -44,6 +47,49 @@ class Act(torch.nn.Module):
 
     def forward(self, x):  # zero3's GELU is the tanh approximation (cpu_kernels_elementwise.cc gelu_value)
         return F.gelu(x, approximate="tanh") if self.kind == "gelu" else F.relu(x)
+
+
+class TokenEmbedding(torch.nn.Module):
+    """A token model's layers.0 (core/nn/embedding.cc TokenEmbedding): ids [B, T] in, one row per
+    token [B*T, dim] out, so the layers after it see rows as every sequential layer does."""
+
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(vocab, dim).normal_())
+
+    def forward(self, ids):
+        return F.embedding(ids.long(), self.weight).reshape(-1, self.weight.shape[1])  # the table's dtype
+
+
+def causal_attention(q, k, v):
+    """softmax(q k^T / sqrt(head width) + causal mask) v over [B, heads, T, hd]: torch's sdpa where
+    this torch has it (2.x, the runners'), else the same math written out (1.13, the outside
+    oracle's Debian torch). A head width of 0 gives empty outputs either way."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    steps, width = q.shape[-2], q.shape[-1]
+    scores = q @ k.transpose(-1, -2) * (width ** -0.5 if width else 1.0)
+    mask = torch.ones(steps, steps, dtype=torch.bool).triu(1)
+    return torch.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
+
+
+class CausalSelfAttention(torch.nn.Module):
+    """core/nn/attention.cc on token rows [B*T, C] of sequences of `steps` tokens: qkv [3C, C]
+    (columns q | k | v, each head's hd contiguous, as GPT-2's c_attn), causal multi-head attention,
+    proj [C, C]; named qkv and proj as zero3 names them."""
+
+    def __init__(self, width, heads, steps, qkv_bias=True, proj_bias=True):
+        super().__init__()
+        self.heads, self.steps = heads, steps
+        self.qkv = Linear(width, 3 * width, bias=qkv_bias)
+        self.proj = Linear(width, width, bias=proj_bias)
+
+    def forward(self, x):
+        rows, width = x.shape
+        parts = self.qkv(x).reshape(rows // self.steps, self.steps, 3, self.heads, width // self.heads)
+        q, k, v = parts.permute(2, 0, 3, 1, 4).unbind(0)  # each [B, heads, T, hd]
+        out = causal_attention(q, k, v).permute(0, 2, 1, 3).reshape(rows, width)
+        return self.proj(out)
 
 
 class Body(torch.nn.Module):
@@ -89,8 +135,8 @@ class TiedLinear(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(out)) if bias else None
 
     def forward(self, x):
-        weight = widened(self.target.weight)
-        return F.linear(x, weight.t() if self.transpose else weight, None if self.bias is None else widened(self.bias))
+        weight = operand(self.target.weight, x)
+        return F.linear(x, weight.t() if self.transpose else weight, None if self.bias is None else operand(self.bias, x))
 
 
 def broadcast_apply(x, p, declared_shape, add):
@@ -109,7 +155,7 @@ class Scale(torch.nn.Module):
         self.scale = torch.nn.Parameter(torch.ones(shape))
 
     def forward(self, x):
-        return broadcast_apply(x, widened(self.scale), self.scale.shape, add=False)
+        return broadcast_apply(x, operand(self.scale, x), self.scale.shape, add=False)
 
 
 class Bias(torch.nn.Module):
@@ -118,7 +164,7 @@ class Bias(torch.nn.Module):
         self.bias = torch.nn.Parameter(torch.zeros(shape))
 
     def forward(self, x):
-        return broadcast_apply(x, widened(self.bias), self.bias.shape, add=True)
+        return broadcast_apply(x, operand(self.bias, x), self.bias.shape, add=True)
 
 
 class RawScale(torch.nn.Module):
@@ -153,7 +199,7 @@ class RawScale(torch.nn.Module):
             p = self.cached
         else:
             p = getattr(self.owner, self.local_name)
-        p = widened(p) if self.gradient else widened(p.detach())
+        p = operand(p, x) if self.gradient else operand(p.detach(), x)
         return broadcast_apply(x, p, self.declared_shape, add=False)
 
 

@@ -38,8 +38,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from zero3py.torch_layers import (Act, Bias, Body, LayerNorm, Linear, Moe, Scale, TiedLinear, UnusedLinear,
-                                  make_raw_scale, run_layers)
+from zero3py.torch_layers import (Act, Bias, Body, CausalSelfAttention, LayerNorm, Linear, Moe, Scale, TiedLinear,
+                                  TokenEmbedding, UnusedLinear, make_raw_scale, run_layers)
 
 
 def build_layer(spec, width, name, context):
@@ -74,6 +74,11 @@ def build_layer(spec, width, name, context):
         return layer, n if width == 1 else width
     if kind == "moe":
         return Moe(width, spec["experts"], spec["hidden"]), width
+    if kind == "embedding":
+        return TokenEmbedding(context["vocab"], spec["dim"]), spec["dim"]
+    if kind == "causal_self_attention":
+        return CausalSelfAttention(width, spec["heads"], context["steps"], spec.get("bias", True),
+                                   spec.get("proj_bias", True)), width
     raise ValueError(f"layer type {kind} is not mirrored here")
 
 
@@ -96,13 +101,18 @@ def build_layers(specs, width, prefix, context):
 
 
 class Sequential(torch.nn.Module):
-    """A sequential spec: `input_width` features in, its layers in order, `loss` mse or cross_entropy."""
+    """A sequential spec: `input_width` features in, its layers in order, `loss` mse or cross_entropy.
+    A token model (a `vocab`): ids [B, context] in, the embedding's rows [B*context, dim] through the
+    layers, next-token cross-entropy over every row against targets [B, context]."""
 
     def __init__(self, spec, raw_access="cached_reference", raw_gradient=False):
         super().__init__()
         self.loss_kind = spec["loss"]
-        context = {"named": {}, "raw_access": raw_access, "raw_gradient": raw_gradient, "external": []}
-        self.layers, self.out_width = build_layers(spec["layers"], spec["input_width"], "layers", context)
+        self.tokens = "vocab" in spec
+        context = {"named": {}, "raw_access": raw_access, "raw_gradient": raw_gradient, "external": [],
+                   "vocab": spec.get("vocab", 0), "steps": spec.get("context", 1)}
+        width = 0 if self.tokens else spec["input_width"]
+        self.layers, self.out_width = build_layers(spec["layers"], width, "layers", context)
         # (module name, module, parameter): external uses the framework should register.
         self.external_parameters = context["external"]
 
@@ -111,6 +121,9 @@ class Sequential(torch.nn.Module):
 
     def loss(self, x, y):
         out = self(x)
+        if self.tokens:  # bf16 logits as gpt's: cross-entropy in f32, its value reported in bf16
+            loss = F.cross_entropy(out.float(), y.reshape(-1).long())
+            return loss, loss.to(out.dtype).item()
         loss = F.mse_loss(out, y) if self.loss_kind == "mse" else F.cross_entropy(out, y.long())
         return loss, loss.item()
 

@@ -13,8 +13,8 @@ def model_spec(name):
     """The zero3 model spec of built-in `name` as mirrored here."""
     if name == "gpt-tiny":
         return {"zero3_model_spec": 1, "name": name, "kind": "gpt", **GPT}
-    return {"zero3_model_spec": 1, "name": name, "kind": "sequential", "input_width": INPUT_WIDTH,
-            **SEQUENTIAL[name]}
+    features = {} if "vocab" in SEQUENTIAL[name] else {"input_width": INPUT_WIDTH}
+    return {"zero3_model_spec": 1, "name": name, "kind": "sequential", **features, **SEQUENTIAL[name]}
 
 
 def spec_problems(name, metadata):
@@ -28,6 +28,9 @@ def spec_problems(name, metadata):
             if layer["type"] == "tied_linear":
                 layer.setdefault("bias", False)
                 layer.setdefault("transpose", False)
+            if layer["type"] == "causal_self_attention":
+                layer.setdefault("bias", True)
+                layer.setdefault("proj_bias", True)
             if "layers" in layer:
                 layer["layers"] = resolved(layer["layers"])
             out.append(layer)
@@ -36,8 +39,8 @@ def spec_problems(name, metadata):
     if name == "gpt-tiny":
         ours, theirs = GPT, {k: spec.get(k) for k in GPT}
     else:
-        ours = {"loss": SEQUENTIAL[name]["loss"], "input_width": INPUT_WIDTH,
-                "layers": resolved(SEQUENTIAL[name]["layers"])}
+        ours = {**model_spec(name), "layers": resolved(SEQUENTIAL[name]["layers"])}
+        ours = {k: v for k, v in ours.items() if k in ("loss", "input_width", "vocab", "context", "layers")}
         theirs = {k: spec.get(k) for k in ours}
     return [] if ours == theirs else [f"zero3's {name} is {json.dumps(theirs)}; this script mirrors {json.dumps(ours)}"]
 
@@ -52,6 +55,8 @@ def perturb_(model):
                 param.add_(0.05 * torch.randn_like(param))
             if name.endswith("attn.c_attn.weight"):
                 param[:, :2 * GPT["width"]] *= 10
+            if name.endswith("qkv.weight"):  # a sequential attention's [3C, C]: rows q | k | v
+                param[:2 * param.shape[1]] *= 10
 
 
 def make_model(name, bf16):

@@ -32,6 +32,14 @@ SEQUENTIAL = {
     "tied-tiny": {"loss": "mse", "layers": [
         {"type": "linear", "out": 16}, {"type": "gelu"},
         {"type": "tied_linear", "tie_to": "layers.0", "transpose": True}, {"type": "linear", "out": 4}]},
+    # A token model: ids in, no input_width (model_spec leaves it out when a spec has a vocab).
+    "transformer-tiny": {"vocab": 32, "context": 8, "loss": "cross_entropy", "layers": [
+        {"type": "embedding", "dim": 16},
+        {"type": "residual", "layers": [{"type": "layer_norm"},
+                                        {"type": "causal_self_attention", "heads": 2, "bias": False}]},
+        {"type": "residual", "layers": [{"type": "layer_norm"}, {"type": "linear", "out": 32}, {"type": "gelu"},
+                                        {"type": "linear", "out": 16}]},
+        {"type": "layer_norm"}, {"type": "tied_linear", "tie_to": "layers.0"}]},
 }
 INPUT_WIDTH = 8
 GPT = {"vocab": 64, "context": 16, "layers": 2, "heads": 2, "width": 32}  # gpt-tiny
