@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "core/base/math_bugs.h"
+
 #include "core/tensor/kernels.h"
 #include "core/nn/module_gradcheck.h"
 
@@ -31,6 +35,34 @@ TEST(Activation, ReluZeroesNegativesAndKeepsPositives) {
 TEST(Activation, GeluGradientsMatchFiniteDifferences) {
   const auto result = check(ActivationKind::gelu);
   EXPECT_TRUE(result.ok) << result.report;
+}
+
+// Math bug gelu_exact_instead_of_tanh (core/base/math_bugs.h): the erf GELU in forward, its own
+// derivative in backward, and the tanh approximation back once the scope ends.
+TEST(ActivationMathBugs, ExactGeluReplacesTheTanhApproximationInForwardAndBackward) {
+  Activation gelu_layer(ActivationKind::gelu);
+  const auto forward = [&] {
+    Context ctx(cpu_kernels());
+    const Tensor y = gelu_layer.forward(ctx, constant(kInputs)).value();
+    return std::vector<float>(y.values().begin(), y.values().end());
+  };
+  const std::vector<float> tanh_values = forward();
+  std::vector<float> erf_values;
+  {
+    const ScopedMathBug bug(MathBug::gelu_exact_instead_of_tanh);
+    erf_values = forward();
+    const auto result = check(ActivationKind::gelu);
+    EXPECT_TRUE(result.ok) << result.report;
+  }
+  float largest_change = 0.0f;
+  for (size_t i = 0; i < erf_values.size(); ++i) {
+    const double x = kInputs.values()[i];
+    EXPECT_NEAR(erf_values[i], 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))), 1e-6) << "x=" << x;
+    largest_change = std::max(largest_change, std::abs(erf_values[i] - tanh_values[i]));
+  }
+  // The two GELUs differ by up to 4.7e-4 (at |x| = 2.7): far above f32 rounding, so the fuzz sees it.
+  EXPECT_GT(largest_change, 1e-4f);
+  EXPECT_EQ(forward(), tanh_values);
 }
 
 TEST(Activation, ReluGradientsMatchFiniteDifferences) {

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "core/base/math_bugs.h"
+
 #include "core/tensor/kernels.h"
 #include "core/nn/module_gradcheck.h"
 
@@ -32,6 +36,23 @@ TEST(LayerNormLayer, GradientsMatchFiniteDifferences) {
   harness.parameters()[1]->data = seeded_normal({5}, 22);
   const auto result = check(harness, {3, 5});
   EXPECT_TRUE(result.ok) << result.report;
+}
+
+// Math bug layer_norm_eps_1e3 (core/base/math_bugs.h): a row of variance 1 normalises to
+// +-1 / sqrt(1 + eps), eps 1e-3 under the bug and 1e-5 once its scope ends.
+TEST(LayerNormMathBugs, Eps1e3ShrinksTheNormalisedRowAndItsGradientsStayConsistent) {
+  ModuleHarness harness(std::make_unique<LayerNorm>(2));
+  const auto normalised = [&] {
+    Context ctx(cpu_kernels());
+    return harness.root_as<LayerNorm>().forward(ctx, constant(Tensor::from_values({1, 2}, {1, 3}))).value().data()[1];
+  };
+  {
+    const ScopedMathBug bug(MathBug::layer_norm_eps_1e3);
+    EXPECT_NEAR(normalised(), 1.0 / std::sqrt(1.0 + 1e-3), 1e-6);
+    const auto result = check(harness, {3, 2});
+    EXPECT_TRUE(result.ok) << result.report;
+  }
+  EXPECT_NEAR(normalised(), 1.0 / std::sqrt(1.0 + 1e-5), 1e-6);
 }
 
 TEST(LayerNormLayer, WidthOneGradientsMatchFiniteDifferences) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/math_bugs.h"
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/tensor/element_math.h"
 #include "core/tensor/kernel_preconditions.h"
@@ -81,6 +82,28 @@ ZERO3_AVX2_CLONES void gelu_backward_loop(const float* in, const float* grad_out
   for (int64_t i = 0; i < n; ++i) grad_in[i] = element_math::gelu_derivative(in[i]) * grad_out[i];
 }
 
+// Math bug gelu_exact_instead_of_tanh (core/base/math_bugs.h): the erf GELU, x Phi(x), and its
+// exact derivative Phi(x) + x phi(x), so that forward and backward stay consistent (gradient
+// checks hold with the bug on). In double, then rounded: a planted bug, not a hot path.
+// Only these CPU kernels read the switch: `fuzz --target` trains zero3's side on the CPU.
+constexpr double kInvSqrt2 = 0.7071067811865476;
+
+void gelu_exact_loop(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = in[i];
+    out[i] = static_cast<float>(0.5 * x * (1.0 + std::erf(x * kInvSqrt2)));
+  }
+}
+
+void gelu_exact_backward_loop(const float* in, const float* grad_out, float* grad_in, int64_t n) {
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi), the normal density's scale
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = in[i];
+    const double derivative = 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+    grad_in[i] = static_cast<float>(derivative) * grad_out[i];
+  }
+}
+
 ZERO3_AVX2_CLONES void adamw_loop(float* p, const float* g, float* m, float* v, int64_t n, AdamWCoefficients c) {
   // `c` by value: through a reference its floats could alias p, m or v, and the loop would not vectorise.
   for (int64_t i = 0; i < n; ++i) {
@@ -153,9 +176,14 @@ void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
   const float* pi = input.get();
   float* po = output.get();
   const int64_t n = in.numel();
+  const bool exact_gelu = math_bug_on(MathBug::gelu_exact_instead_of_tanh);  // read once per call
   parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
     if (op == UnaryOp::gelu) {
-      gelu_loop(pi + begin, po + begin, end - begin);
+      if (exact_gelu) {
+        gelu_exact_loop(pi + begin, po + begin, end - begin);
+      } else {
+        gelu_loop(pi + begin, po + begin, end - begin);
+      }
     } else {
       for (int64_t i = begin; i < end; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
     }
@@ -170,9 +198,14 @@ void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad
   const float* pg = upstream.get();
   float* po = output.get();
   const int64_t n = in.numel();
+  const bool exact_gelu = math_bug_on(MathBug::gelu_exact_instead_of_tanh);  // as the forward read it
   parallel_blocks(n, kElementBlock, [&](int64_t begin, int64_t end) {
     if (op == UnaryOp::gelu) {
-      gelu_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
+      if (exact_gelu) {
+        gelu_exact_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
+      } else {
+        gelu_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
+      }
     } else {
       for (int64_t i = begin; i < end; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/base/errors.h"
+#include "core/base/math_bugs.h"
 
 namespace zero3 {
 
@@ -39,26 +40,54 @@ double sum_of_squares(std::span<const float> values) {
 }
 
 float clip_coefficient(float grad_norm, float max_norm) {
-  if (max_norm <= 0.0f || grad_norm <= max_norm) return 1.0f;
-  return max_norm / (grad_norm + 1e-6f);
+  if (max_norm <= 0.0f) return 1.0f;
+  const float norm = math_bug_on(MathBug::clip_norm_squared) ? grad_norm * grad_norm : grad_norm;
+  if (norm <= max_norm && !math_bug_on(MathBug::clip_coefficient_unclamped)) return 1.0f;
+  return max_norm / (norm + 1e-6f);
 }
 
 AdamWCoefficients adamw_coefficients(const AdamWHyper& hyper, int64_t step) {
   ZERO3_CHECK(step >= 1, "AdamW step " + std::to_string(step) + " (steps count from 1)");
-  const double exponent = static_cast<double>(step);
+  const bool off_by_one = math_bug_on(MathBug::adamw_bias_correction_off_by_one);
+  const double exponent = static_cast<double>(off_by_one ? step + 1 : step);
   const float bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(hyper.beta1), exponent));
+  // Under adamw_decay_in_gradient the decay leaves the kernel's decoupled step and joins the
+  // gradient in adamw_update, whose callers pass it these coefficients and nothing else: `decay`
+  // then carries 1 - weight_decay, from which adamw_update takes the L2 coefficient.
+  const bool decay_in_gradient = math_bug_on(MathBug::adamw_decay_in_gradient);
   return {.beta1 = hyper.beta1,
           .beta2 = hyper.beta2,
           .eps = hyper.eps,
-          .decay = 1.0f - hyper.lr * hyper.weight_decay,
+          .decay = decay_in_gradient ? 1.0f - hyper.weight_decay : 1.0f - hyper.lr * hyper.weight_decay,
           .step_size = hyper.lr / bias_correction1,
           .bias_correction2_sqrt =
               static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(hyper.beta2), exponent)))};
 }
 
+namespace {
+
+// Math bug adamw_decay_in_gradient: Adam with an L2 penalty, grad + weight_decay * weight after
+// clipping (torch.optim.Adam's order), and no decoupled decay. adamw_coefficients put
+// 1 - weight_decay in `decay`.
+void adam_l2_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip,
+                    const AdamWCoefficients& coefficients) {
+  const float weight_decay = 1.0f - coefficients.decay;
+  Tensor penalized = device_uninitialized(kernels, slot.master.shape(), DType::f32);
+  kernels.scale(grad.reshape(slot.master.shape()), clip, penalized);
+  Tensor penalty = device_uninitialized(kernels, slot.master.shape(), DType::f32);
+  kernels.scale(slot.master, weight_decay, penalty);
+  kernels.add_into(penalized, penalty);
+  AdamWCoefficients adam = coefficients;
+  adam.decay = 1.0f;
+  kernels.adamw(slot.master, penalized, slot.exp_avg, slot.exp_avg_sq, adam);
+}
+
+}  // namespace
+
 void adamw_update(Kernels& kernels, OptimizerSlot& slot, const Tensor& grad, float clip,
                   const AdamWCoefficients& coefficients) {
   if (slot.master.numel() == 0 || slot.master.is_meta()) return;
+  if (math_bug_on(MathBug::adamw_decay_in_gradient)) return adam_l2_update(kernels, slot, grad, clip, coefficients);
   if (clip == 1.0f) {
     kernels.adamw(slot.master, grad, slot.exp_avg, slot.exp_avg_sq, coefficients);
     return;

@@ -49,7 +49,7 @@ void avoid_shift_invariant_loss(nlohmann::json& spec) {
 
 }  // namespace
 
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups) {
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups, bool transformer) {
   return rc::gen::exec([=] {
     TargetCase target_case;
     FuzzCase& run = target_case.run;
@@ -70,7 +70,8 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups) 
                     : *rc::gen::weightedOneOf<int>(
                           {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
     run.model_spec = *rc::gen::suchThat(
-        gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false}, /*trap_motif=*/true),
+        gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false, .transformer = transformer},
+                       /*trap_motif=*/true),
         has_trainable_parameter);
     avoid_shift_invariant_loss(run.model_spec);
     const ModelFacts facts = model_facts(run.model_spec, {});

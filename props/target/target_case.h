@@ -36,8 +36,10 @@ struct TargetCase {
 // MoE as a leaf on W > 1), every way a trap reaches its parameter. With `shard_groups`, worlds that
 // hold a block strictly inside them (4, 6, 8, ... up to max_ranks) and HSDP in 2 of 3 of those
 // cases (zero.shard_group_size); without it the draws are exactly those of before, so earlier
-// campaigns' seeds still give their cases.
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups = false);
+// campaigns' seeds still give their cases. With `transformer`, the model space of zero3's own fuzz:
+// half the models token models with transformer blocks, attention among the layers
+// (generators.cc gen_model_spec); without it, again the draws of before.
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups = false, bool transformer = false);
 
 // case.json (PROTOCOL.md): every hyperparameter a framework has a default for is written out.
 nlohmann::json target_case_json(const TargetCase& target_case);

@@ -52,11 +52,12 @@ class Campaign {
       });
       const rc::detail::TestMetadata metadata{.id = "target", .description = "the framework agrees with its reference"};
       const rc::detail::TestResult outcome =
-          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks}, options_.shard_groups)); }),
+          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks}, options_.shard_groups, options_.transformer)); }),
                                     metadata, params, counter, {});
       if (error_) std::rethrow_exception(error_);
       if (!outcome.template is<rc::detail::FailureResult>()) break;  // the batch ran its cases
       finish_finding();
+      if (options_.findings_max > 0 && static_cast<int64_t>(report_.findings.size()) >= options_.findings_max) break;
     }
     report_.seconds = watch_.seconds();
     return report_;
@@ -160,8 +161,9 @@ class Campaign {
 
   void finish_finding() {
     // The smallest case must fail again alone, too: what a maintainer replays is this case. When it
-    // does not, the generated case (confirmed before shrinking) is the finding.
-    if (!confirmed(shrinking_.shrunk, shrinking_.verdict, 0)) {
+    // does not, the generated case (confirmed before shrinking) is the finding. When no smaller case
+    // was accepted, the smallest is the generated case, confirmed already.
+    if (shrinking_.shrinks_accepted > 0 && !confirmed(shrinking_.shrunk, shrinking_.verdict, 0)) {
       shrinking_.shrunk_confirmed = false;
       std::filesystem::remove_all(shrinking_.case_directory);
       Judged original = judge(generated_, {.timeout_s = shrinking_.confirm_timeout_s, .fresh = true});

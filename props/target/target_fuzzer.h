@@ -4,11 +4,12 @@
 // ranks and with a longer limit (five times the case's, at least 300 s, for a hang), fails the
 // same way: one that does not is logged as flaky, never a finding, so a busy machine cannot turn a
 // slow case into a hang. A finding is then shrunk by RapidCheck — a smaller case is accepted only
-// when it fails with the same signature — and its smallest case confirmed again alone (when that
-// run does not fail the same way, the confirmed generated case is kept instead). The campaign
-// then goes on with a fresh seed, counting later cases with a known signature as hits of that
-// finding, until the case budget is spent. So one campaign reports every distinct failure it
-// meets, each as its smallest case that fails twice.
+// when it fails with the same signature — and its smallest case, when smaller than the generated
+// one, confirmed again alone (when that run does not fail the same way, the confirmed generated
+// case is kept instead). The campaign then goes on with a fresh seed, counting later cases with a
+// known signature as hits of that finding, until the case budget is spent (or `findings_max`
+// findings are kept). So one campaign reports every distinct failure it meets, each as its
+// smallest case that fails twice.
 //
 //   TargetFuzzReport report = run_target_fuzz({.cases = 100, .seed = 7, .work_dir = "fuzz-out/work"},
 //       [&](const std::string& dir, const RunRequest& run) { return runner.ask(dir, run.timeout_s, run.fresh); });
@@ -86,6 +87,10 @@ struct TargetFuzzOptions {
   std::string runner = "runner";          // named in errors
   double shrink_budget_s = 300.0;         // per finding: beyond it, candidates are not run
   bool shard_groups = false;              // also draw HSDP blocks (gen_target_case)
+  bool transformer = false;               // draw token models and attention (gen_target_case)
+  // End the campaign once this many findings are kept (0: run all `cases`): a check that only asks
+  // whether something is caught need not spend the rest of its budget.
+  int64_t findings_max = 0;
   std::function<void(const TargetProgress&)> on_progress{};
   std::function<void(const TargetFinding&)> on_found{};  // a new signature, confirmed, before shrinking
   std::function<void(const TargetVerdict&, double confirm_timeout_s)> on_confirming{};  // before a confirming run

@@ -197,6 +197,29 @@ TEST(TargetFuzzer, AFindingIsConfirmedAloneBeforeShrinkingAndItsShrunkCaseAgain)
   EXPECT_TRUE(report.flaky.empty());
 }
 
+TEST(TargetFuzzer, ACampaignAskedForOneUnshrunkFindingEndsRightAfterConfirmingItOnce) {
+  int64_t fresh_runs = 0;
+  const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    if (!has_zero_sized_parameter(directory)) return false;
+    answer = crash_answer("param status NOT_AVAILABLE");
+    return true;
+  });
+  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) {
+    fresh_runs += run.fresh ? 1 : 0;
+    return crash(directory, run);
+  };
+  const TargetFuzzReport report = run_target_fuzz(
+      {.cases = 40, .seed = 3, .work_dir = work_dir("first-finding"), .shrink_budget_s = 0.0, .findings_max = 1}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  const TargetFinding& finding = report.findings[0];
+  EXPECT_EQ(report.cases, finding.first_case) << "no case after the finding's is run";
+  EXPECT_LT(report.cases, 40);
+  EXPECT_EQ(finding.hits, 1);
+  EXPECT_EQ(finding.shrinks_accepted, 0);
+  EXPECT_EQ(fresh_runs, 1) << "the generated case is confirmed once; with nothing shrunk it is the smallest";
+  EXPECT_TRUE(finding.shrunk_confirmed);
+}
+
 TEST(TargetFuzzer, AShrunkCaseThatDoesNotFailAgainAloneGivesWayToTheGeneratedCase) {
   // Fresh ranks fail only on the first case they are shown (the generated one): the shrunk case,
   // which failed on warm ranks, does not fail alone, so the finding keeps the generated case.

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/base/errors.h"
+#include "core/base/math_bugs.h"
 #include "core/base/text.h"
 #include "props/fuzzer.h"
 #include "props/injections/injection_table.h"
@@ -36,7 +37,19 @@ struct FuzzFlags {
   bool fault_campaign = false;
   FaultCampaignCommandOptions campaign{};
   TargetCommandOptions target{};  // --target, --target-runner: an outside framework
+  std::string math_bug;           // --math-bug NAME, parsed into target.math_bug
 };
+
+// --math-bug's help: every name with its description, one per line.
+std::string math_bug_help() {
+  std::string help = "--target: plant a bug in the arithmetic zero3's engine and its DDP reference share, on zero3's "
+                     "side only (the runner never sees it): zero3's own properties cannot catch these, the outside "
+                     "reference must (a reference_disagreement). One of:";
+  for (MathBug bug : all_math_bugs()) {
+    help += std::string("\n  ") + math_bug_name(bug) + ": " + math_bug_description(bug);
+  }
+  return help;
+}
 
 std::string replay_command(const FuzzFlags& flags) {
   std::string command = "zero3 fuzz --cases " + std::to_string(flags.options.cases) + " --seed " +
@@ -290,6 +303,15 @@ void add_fuzz_command(CLI::App& app) {
                     "--target: also draw HSDP cases (zero.shard_group_size, blocks strictly inside W; needs "
                     "--max-ranks 4 or more): fsdp2 trains them on a 2-D mesh; deepspeed answers unsupported (0.19.8 "
                     "removed MiCS)");
+  command->add_flag("--target-transformer", flags->target.transformer,
+                    "--target: draw the models zero3's own fuzz draws: half of them token models (ids in, an "
+                    "embedding first, 0-2 pre-norm transformer blocks, a tied or linear LM head), causal "
+                    "self-attention among the layers of every model");
+  command->add_option("--math-bug", flags->math_bug, math_bug_help());
+  command->add_option("--max-findings", flags->target.findings_max,
+                      "--target: end the campaign once this many distinct findings are kept (0: run all --cases)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}))
+      ->capture_default_str();
   command->add_option("--shrink-budget", flags->target.shrink_budget_s,
                       "--target: seconds of shrinking per finding; past it the smallest case so far is kept")
       ->check(CLI::Range(0.0, 1e9))
@@ -310,11 +332,16 @@ void add_fuzz_command(CLI::App& app) {
       target.out_dir = flags->out_dir;
       target.replay_path = flags->replay_path;
       if (target.upstream_path.empty()) target.upstream_path = default_upstream_table_path();
+      if (!flags->math_bug.empty()) target.math_bug = parse_math_bug(flags->math_bug);
       return run_target_fuzz_command(target);
     }
     if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || flags->target.shard_groups ||
-        !flags->target.upstream_path.empty()) {
-      throw InputError("--target-runner, --target-hsdp, --report and --upstream need --target NAME");
+        flags->target.transformer || !flags->target.upstream_path.empty()) {
+      throw InputError("--target-runner, --target-hsdp, --target-transformer, --report and --upstream need --target NAME");
+    }
+    // zero3's own properties compare two sides that share the planted math: only --target can catch it.
+    if (!flags->math_bug.empty() || flags->target.findings_max > 0) {
+      throw InputError("--math-bug and --max-findings need --target NAME");
     }
     if (flags->list_injections) {
       for (const Injection& injection : all_injections()) {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <fstream>
 #include <sstream>
@@ -42,6 +43,24 @@ std::string quoted(const std::string& text) {
   std::string out = "'";
   for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+// " --math-bug NAME" when one is planted: every printed replay line carries it, since a case found
+// with the bug does not fail without it (case.json is the runner's input and does not record it).
+std::string math_bug_flag(const TargetCommandOptions& options) {
+  return options.math_bug ? std::string(" --math-bug ") + math_bug_name(*options.math_bug) : "";
+}
+
+nlohmann::json math_bug_json(const TargetCommandOptions& options) {
+  return options.math_bug ? nlohmann::json(math_bug_name(*options.math_bug)) : nlohmann::json(nullptr);
+}
+
+// Switches the planted bug on for zero3's side of the whole run (math_bugs.h).
+void plant_math_bug(const TargetCommandOptions& options, std::optional<ScopedMathBug>& planted) {
+  if (!options.math_bug) return;
+  planted.emplace(*options.math_bug);
+  std::printf("math bug planted in zero3's side only: %s (%s)\n", math_bug_name(*options.math_bug),
+              math_bug_description(*options.math_bug));
 }
 
 struct Runner {
@@ -162,8 +181,8 @@ nlohmann::json save_finding(RunnerProcess& process, const TargetCommandOptions& 
                          .no_script_why = repro.value("why", "")};
   const std::string issue = (directory / "ISSUE.md").string();
   write_file_atomically(issue, issue_markdown(writeup));
-  std::printf("  case: %s\n  replay: zero3 fuzz --target %s --replay %s\n", case_file.c_str(), options.target.c_str(),
-              case_file.c_str());
+  std::printf("  case: %s\n  replay: zero3 fuzz --target %s%s --replay %s\n", case_file.c_str(), options.target.c_str(),
+              math_bug_flag(options).c_str(), case_file.c_str());
   if (verified) {
     std::printf("  standalone script, verified alone (exit 1, %lld lines): %s\n",
                 static_cast<long long>(repro.value("lines", 0)), script.c_str());
@@ -204,6 +223,8 @@ nlohmann::json flaky_json(const FlakyCase& flaky) {
 
 void run_replay(const TargetCommandOptions& options) {
   const TargetCase target_case = read_target_case(options.replay_path);
+  std::optional<ScopedMathBug> planted;
+  plant_math_bug(options, planted);
   const UpstreamTable upstream = read_upstream_table(options.upstream_path);
   const Runner runner = runner_for(options);
   auto process = start_runner(options, runner);
@@ -220,6 +241,7 @@ void run_replay(const TargetCommandOptions& options) {
                                  {"runner", runner.command},
                                  {"versions", process->hello().value("versions", nlohmann::json::object())},
                                  {"replay", options.replay_path},
+                                 {"math_bug", math_bug_json(options)},
                                  {"model", model_sentence(target_case)},
                                  {"verdict", target_verdict_name(verdict.kind)},
                                  {"signature", verdict.signature},
@@ -236,14 +258,19 @@ void run_replay(const TargetCommandOptions& options) {
 
 void run_target_fuzz_command(const TargetCommandOptions& options) {
   if (!options.replay_path.empty()) return run_replay(options);
-  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d%s\n  replay: zero3 fuzz --target %s%s --cases %lld "
-              "--seed %llu --max-ranks %d%s\n",
+  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d%s%s\n  replay: zero3 fuzz --target %s%s --cases %lld "
+              "--seed %llu --max-ranks %d%s%s%s%s\n",
               options.target.c_str(), static_cast<unsigned long long>(options.seed),
               static_cast<long long>(options.cases), options.max_ranks, options.shard_groups ? " hsdp" : "",
+              options.transformer ? " transformer" : "",
               options.target.c_str(),
               options.runner_command.empty() ? "" : (" --target-runner " + quoted(options.runner_command)).c_str(),
               static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks,
-              options.shard_groups ? " --target-hsdp" : "");
+              options.shard_groups ? " --target-hsdp" : "", options.transformer ? " --target-transformer" : "",
+              (options.findings_max > 0 ? " --max-findings " + std::to_string(options.findings_max) : "").c_str(),
+              math_bug_flag(options).c_str());
+  std::optional<ScopedMathBug> planted;
+  plant_math_bug(options, planted);
   const UpstreamTable upstream = read_upstream_table(options.upstream_path);
   const Runner runner = runner_for(options);
   auto process = start_runner(options, runner);
@@ -256,7 +283,9 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                          .work_dir = (std::filesystem::path(options.out_dir) / "work").string(),
                          .runner = options.target,
                          .shrink_budget_s = options.shrink_budget_s,
-                         .shard_groups = options.shard_groups};
+                         .shard_groups = options.shard_groups,
+                         .transformer = options.transformer,
+                         .findings_max = options.findings_max};
   fuzz.on_progress = [&](const TargetProgress& at) {
     const double rate = at.elapsed_s > 0.0 ? static_cast<double>(at.cases) / at.elapsed_s : 0.0;
     char status[160];
@@ -316,6 +345,7 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                                  {"python", runner.python.empty() ? nlohmann::json(nullptr) : nlohmann::json(runner.python)},
                                  {"versions", versions},
                                  {"seed", options.seed},
+                                 {"math_bug", math_bug_json(options)},
                                  {"max_ranks", options.max_ranks},
                                  {"cases", report.cases},
                                  {"unsupported", report.unsupported},

@@ -2,7 +2,10 @@
 // differential runner (props/target/target_fuzzer.h, tools/zero3py/runners/PROTOCOL.md).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/base/math_bugs.h"
 
 namespace zero3 {
 
@@ -17,7 +20,12 @@ struct TargetCommandOptions {
   std::string replay_path;  // a finding's case.json
   double shrink_budget_s = 300.0;
   bool shard_groups = false;  // --target-hsdp
+  bool transformer = false;   // --target-transformer
+  int64_t findings_max = 0;   // --max-findings; 0: run all the cases
   std::string upstream_path;  // --upstream; empty: the repository's traces/findings/upstream.json
+  // --math-bug: planted in zero3's side only (its reference runs in this process; the runner is
+  // another process and never sees it), for the whole campaign or replay.
+  std::optional<MathBug> math_bug;
 };
 
 // Exit 2 (CorrectnessError) when there is a finding, 4 (BackendError) when the runner is broken.
