@@ -248,7 +248,11 @@ nlohmann::json SpecRealizer::head_layer(const TokenDraw& tokens, const std::stri
     width = tokens.vocab;
     return {{"type", "tied_linear"}, {"tie_to", "layers.0"}, {"transpose", false}, {"bias", false}};
   }
-  return linear_layer(name, tokens.vocab, true, width);
+  // On rows of width 0 the logits would be the bias alone, the same for every token: starting at 0,
+  // they make the softmax exactly uniform, and where the targets are balanced its gradient is 0 but
+  // for rounding, which AdamW turns into lr-sized steps that differ between any two references.
+  // Without a bias the logits stay 0 and no gradient exists at all.
+  return linear_layer(name, tokens.vocab, /*bias=*/width > 0, width);
 }
 
 nlohmann::json SpecRealizer::moe_layer(const std::string& name, int64_t experts, int64_t hidden, int64_t width) {
