@@ -58,7 +58,7 @@ class TokenEmbedding(torch.nn.Module):
         self.weight = torch.nn.Parameter(torch.empty(vocab, dim).normal_())
 
     def forward(self, ids):
-        return F.embedding(ids.long(), self.weight).reshape(-1, self.weight.shape[1])  # the table's dtype
+        return F.embedding(ids.long(), self.weight).reshape(ids.numel(), self.weight.shape[1])  # the table's dtype
 
 
 def causal_attention(q, k, v):

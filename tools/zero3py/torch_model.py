@@ -122,7 +122,8 @@ class Sequential(torch.nn.Module):
     def loss(self, x, y):
         out = self(x)
         if self.tokens:  # bf16 logits as gpt's: cross-entropy in f32, its value reported in bf16
-            loss = F.cross_entropy(out.float(), y.reshape(-1).long())
+            wide = out.float() if out.dtype in (torch.bfloat16, torch.float16) else out  # f64 stays f64
+            loss = F.cross_entropy(wide, y.reshape(-1).long())
             return loss, loss.to(out.dtype).item()
         loss = F.mse_loss(out, y) if self.loss_kind == "mse" else F.cross_entropy(out, y.long())
         return loss, loss.item()

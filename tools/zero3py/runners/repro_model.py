@@ -18,19 +18,22 @@ trainable parameter reaches the loss (else no backward, as the runner skips it),
 one may go without a gradient (then it gets a zero one, as zero3 and ZeRO's partitions have it).
 """
 import json
-import math
 import re
-import struct
 
+from zero3py.runners import repro_classes as layer_classes
+from zero3py.runners import repro_transformer as transformer
+from zero3py.runners.repro_text import (WHOLE, WIDTH, Call, checked, constructor, fill_atoms, layout, literal_atoms,
+                                        method, number)
+from zero3py.runners.targets import LAYER_CLASSES
 from zero3py.runners.training import Unsupported
 
 CONTAINERS = ("concat", "residual", "sum_residual", "repeat")
-OWNERS = ("linear", "unused_linear", "tied_linear", "layer_norm", "scale", "bias", "raw_scale", "moe")
+OWNERS = ("linear", "unused_linear", "tied_linear", "layer_norm", "scale", "bias", "raw_scale", "moe", "embedding",
+          "causal_self_attention")
 # Variable names for layers that later layers refer to (tie_to, a raw_scale's param).
 SHORT = {"linear": "linear", "unused_linear": "unused", "layer_norm": "norm", "scale": "scale", "bias": "bias",
-         "raw_scale": "raw", "moe": "moe", "tied_linear": "tied"}
-WIDTH = 118  # the longest line the layout aims for (the project writes 120)
-WHOLE = 40  # an exact-data script's lists of at most this many characters stay on one line
+         "raw_scale": "raw", "moe": "moe", "tied_linear": "tied", "embedding": "embedding",
+         "causal_self_attention": "attention"}
 
 
 class Layer:
@@ -56,84 +59,6 @@ def attribute_path(dotted):
     return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in dotted.split(".") if part)
 
 
-def float32(value):
-    return struct.unpack("f", struct.pack("f", value))[0]
-
-
-def number(value):
-    """A float as its shortest literal, or, for a float32 (zero3 writes case.json's floats from its
-    float32s: 0.003000000026077032), the shortest literal of the same float32 (0.003)."""
-    value = float(value)
-    if not math.isfinite(value) or float32(value) != value:
-        return repr(value)
-    for digits in range(1, 10):
-        text = f"{value:.{digits}g}"
-        if float32(float(text)) == value:
-            return repr(float(text))
-    return repr(value)
-
-
-def literal(value):
-    """A Python literal of a JSON value, floats written as number() writes them."""
-    if isinstance(value, bool) or value is None:
-        return repr(value)
-    if isinstance(value, float):
-        return number(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
-    return json.dumps(value) if isinstance(value, str) else repr(value)
-
-
-def method(signature, expression, indent=4):
-    """`def signature: return expression` on one line, or two when that is over WIDTH characters."""
-    line = " " * indent + f"def {signature}: return {expression}"
-    if len(line) <= WIDTH:
-        return [line]
-    return [" " * indent + f"def {signature}:", " " * (indent + 4) + f"return {expression}"]
-
-
-class Call:
-    """A constructor call `head(args...)tail` that the layout may break across lines."""
-
-    def __init__(self, head, args, tail=""):
-        self.head, self.args, self.tail = head, args, tail
-
-    def __str__(self):
-        return f"{self.head}({', '.join(map(str, self.args))}){self.tail}"
-
-
-def layout(node, column, width=WIDTH):
-    """Lines of `node` (a Call or text) starting at `column`, the first line unpadded: the
-    arguments filled greedily, continuation lines aligned after the opening parenthesis, an
-    argument too long for a line of its own laid out the same way inside."""
-    text = str(node)
-    if column + len(text) <= width or not isinstance(node, Call) or not node.args:
-        return [text]
-    inner = column + len(node.head) + 1
-    lines, line, position = [], node.head + "(", inner
-    for i, arg in enumerate(node.args):
-        end = ", " if i < len(node.args) - 1 else ")" + node.tail
-        piece = str(arg) + end
-        if position + len(piece.rstrip()) <= width:
-            line, position = line + piece, position + len(piece)
-            continue
-        if position > inner:  # a fresh line for it
-            lines.append(line.rstrip())
-            line, position = " " * inner, inner
-            if position + len(piece.rstrip()) <= width:
-                line, position = line + piece, position + len(piece)
-                continue
-        nested = layout(arg, position, width - len(end.rstrip()))  # room for what closes after it
-        nested[0] = line + nested[0]
-        lines += nested[:-1]
-        line = nested[-1] + end
-        position = len(line)
-    lines.append(line.rstrip())
-    return lines
-
-
 class ScriptModel:
     def __init__(self, case, exact=None):
         model = case["model"]
@@ -144,10 +69,15 @@ class ScriptModel:
         self.access, self.raw_gradient = case["torch"]["raw_access"], case["torch"]["raw_gradient"]
         self.modules = {}  # zero3 module name -> Module
         self.referenced = {}  # layer name -> variable name in build()
-        self.layers, self.out = self.walk(model["layers"], model["input_width"], "layers")
-        self.input_width = model["input_width"]
+        # A token model (a vocab): ids [B, T] in, its embedding's rows on; T also sizes an
+        # attention's sequences, one row each in a feature model.
+        self.vocab, self.steps = model.get("vocab"), model.get("context", 1)
+        self.tokens = self.vocab is not None
+        self.input_width = None if self.tokens else model["input_width"]
+        self.layers, self.out = self.walk(model["layers"], self.input_width or 0, "layers")
         self.all = list(self.flat(self.layers))
         self.kinds = {layer.kind for layer in self.all}
+        self.uses_sequences = self.tokens or "causal_self_attention" in self.kinds  # the script's T
         self.analyse_gradients()
 
     # -- the spec ------------------------------------------------------------------------------
@@ -191,6 +121,14 @@ class ScriptModel:
                     layer.params["scale"] = list(spec["shape"])
                     layer.declared = list(spec["shape"])
                 layer.out = layer.declared[0] if width == 1 else width
+            elif kind == "embedding":
+                if not self.tokens or layer.name != "layers.0":
+                    raise ValueError(f"{layer.name}: an embedding is layers.0 of a model with a vocab only")
+                layer.params["weight"], layer.out = [self.vocab, spec["dim"]], spec["dim"]
+            elif kind == "causal_self_attention":
+                transformer.check_attention(layer)
+                for child, params in transformer.attention_children(layer):
+                    self.modules[f"{layer.name}.{child}"] = Module(layer, child, params)
             elif kind == "moe":
                 experts, hidden = spec["experts"], spec["hidden"]
                 self.modules[layer.name + ".gate"] = Module(layer, "gate", {"weight": [experts, width],
@@ -236,7 +174,7 @@ class ScriptModel:
         for layer in self.all:
             for local in layer.params:
                 yield f"{layer.name}.{local}", layer, not layer.frozen
-            if layer.kind == "moe":
+            if layer.kind in transformer.NESTED:
                 for name, module in self.modules.items():
                     if module.layer is layer and module.inner:
                         for local in module.params:
@@ -249,8 +187,10 @@ class ScriptModel:
         it has one expert)."""
         reached, maybe = set(), set()
         for layer in self.all:
-            if layer.kind in ("linear", "layer_norm", "scale", "bias", "tied_linear"):
+            if layer.kind in ("linear", "layer_norm", "scale", "bias", "tied_linear", "embedding"):
                 reached.update(f"{layer.name}.{local}" for local in layer.params)
+            if layer.kind == "causal_self_attention":  # qkv and proj: every row goes through both
+                reached.update(name for name, owner, _ in self.owned() if owner is layer)
             if layer.kind == "tied_linear":
                 reached.add(self.param_name(layer.owner, "weight"))
             if layer.kind == "raw_scale" and self.raw_gradient:
@@ -284,14 +224,19 @@ class ScriptModel:
                     yield base + ".fc", True, layer
                     yield base + ".gelu", False, layer
                     yield base + ".proj", True, layer
+            if layer.kind == "causal_self_attention":
+                for child, _ in transformer.attention_children(layer):
+                    yield f"{layer.name}.{child}", True, layer
 
     def leaf_names(self, leaves):
-        """The module names zero3's leaf_modules select: a layer type (moe, mlp) or a module name."""
+        """The module names zero3's leaf_modules select: a layer type the runner maps to a class
+        (targets.LAYER_CLASSES: moe, an MoE's experts as mlp, causal_self_attention, embedding) or
+        a module name."""
         chosen = []
         for name, _, layer in self.module_order():
-            is_moe = layer.kind == "moe" and name == layer.name
+            is_type = name == layer.name and layer.kind in leaves and layer.kind in LAYER_CLASSES
             is_mlp = layer.kind == "moe" and re.fullmatch(re.escape(layer.name) + r"\.experts\.\d+", name)
-            if (is_moe and "moe" in leaves) or (is_mlp and "mlp" in leaves) or name in leaves:
+            if is_type or (is_mlp and "mlp" in leaves) or name in leaves:
                 chosen.append(name)
         return chosen
 
@@ -333,7 +278,7 @@ class ScriptModel:
             out += ["class UnusedLinear(nn.Linear):  # registers a weight (and bias) its forward never uses",
                     "    def forward(self, x): return x"]
         if "tied_linear" in kinds:
-            out += self.tied_class()
+            out += layer_classes.tied_class(self)
         for kind, init in (("scale", "ones"), ("bias", "zeros")):
             if kind in kinds:
                 op = "*" if kind == "scale" else "+"
@@ -341,116 +286,13 @@ class ScriptModel:
                         *constructor("shape", [f"self.{kind} = nn.Parameter(torch.{init}(shape))"]),
                         *method("forward(self, x)", self.apply(op, "self." + kind, f"self.{kind}.shape"))]
         if "raw_scale" in kinds:
-            out += self.raw_scale_class()
+            out += layer_classes.raw_scale_class(self)
         if "moe" in kinds:
-            out += self.moe_class()
+            out += layer_classes.moe_class(self)
+        if "causal_self_attention" in kinds:
+            out += transformer.attention_class()
         out += self.container_classes()
         return out
-
-    def moe_class(self):
-        """Moe: a gate and experts (fc, tanh GELU, proj each: experts.e.fc.weight), top-1 routing.
-        The rows' outputs land by index_add on zeros: every row gets its one expert's output,
-        the values torch_layers.Moe's index_copy and sum give."""
-        if getattr(self, "mlp_class", False):  # leaf_modules names "mlp": the experts' own class
-            out = ["class Mlp(nn.Module):  # an expert: fc, tanh GELU, proj",
-                   *constructor("width, hidden", ["self.fc, self.gelu, self.proj = nn.Linear(width, hidden), "
-                                                  "nn.GELU(\"tanh\"), nn.Linear(hidden, width)"]),
-                   "    def forward(self, x): return self.proj(self.gelu(self.fc(x)))"]
-            experts = ["self.experts = nn.ModuleList(Mlp(width, hidden) for _ in range(experts))"]
-            comment = ""
-        else:
-            out = []
-            experts = ["self.experts = nn.ModuleList(nn.Sequential(collections.OrderedDict("
-                       "fc=nn.Linear(width, hidden),\n"
-                       "            gelu=nn.GELU(\"tanh\"), proj=nn.Linear(hidden, width))) for _ in range(experts))"]
-            comment = "each expert: fc, tanh GELU, proj"
-        return out + [
-            "class Moe(nn.Module):  # top-1 routing: a row goes to its argmax expert, scaled by that expert's "
-            "probability",
-            *constructor("width, experts, hidden", ["self.gate = nn.Linear(width, experts)"] + experts, comment),
-            "    def forward(self, x):  # only the experts some row chose run: ranks may run different experts",
-            "        probs, choice, out = torch.softmax(logits := self.gate(x), -1), logits.argmax(-1), "
-            "torch.zeros_like(x)",
-            "        for e in choice.unique().tolist():",
-            "            out.index_add_(0, rows := (choice == e).nonzero()[:, 0], self.experts[e](x[rows]) * "
-            "probs[rows, e:e + 1])",
-            "        return out"]
-
-    def tied_class(self):
-        tied = [layer for layer in self.all if layer.kind == "tied_linear"]
-        transposes = {layer.spec.get("transpose", False) for layer in tied}
-        biases = {"bias" in layer.params for layer in tied}
-        mixed = len(transposes) > 1
-        args = ["owner"] + (["transpose"] if mixed else []) + (["bias=False"] if len(biases) > 1 else [])
-        weight = ("self.owner.weight.t() if self.transpose else self.owner.weight" if mixed
-                  else "self.owner.weight.t()" if True in transposes else "self.owner.weight")
-        what = {frozenset({True}): "x @ W", frozenset({False}): "x @ W.T"}.get(frozenset(transposes),
-                                                                               "x @ W or x @ W.T")
-        pairs = [("self.__dict__[\"owner\"]", "owner")] + ([("self.transpose", "transpose")] if mixed else [])
-        if True in biases:
-            rows = ("owner.weight.size(1 if transpose else 0)" if mixed
-                    else "owner.weight.size(1)" if True in transposes else "owner.weight.size(0)")
-            pairs.append(("self.bias", f"nn.Parameter(torch.zeros({rows}))" + (" if bias else None" if len(biases) > 1
-                                                                              else "")))
-            what += " + a bias" if len(biases) == 1 else " (+ a bias)"
-        return [f"class TiedLinear(nn.Module):  # {what}; W: an earlier layer's weight, registered there only",
-                *constructor(", ".join(args), assignments(pairs), "owner: a plain attribute, not a submodule"),
-                *method("forward(self, x)", f"F.linear(x, {weight}{', self.bias' if True in biases else ''})")]
-
-    def raw_scale_class(self):
-        """RawScale: x * p, p read the case's way (torch.raw_access): a Parameter cached at
-        construction, or read from its owner (a module and a name) in its forward or by its parent,
-        which hands it in. A RawScale with a shape owns its p (registered as `scale`)."""
-        raws = [layer for layer in self.all if layer.kind == "raw_scale"]
-        own, foreign = any(r.owner is None for r in raws), any(r.owner is not None for r in raws)
-        detach = "" if self.raw_gradient else ".detach()"
-        access = self.access
-        two, one = self.shapes()
-        declared = two and one  # the broadcast follows the declared shape: keep it
-        how = {"cached_reference": "a Parameter cached at construction (before sharding)",
-               "own_forward": "read from its owner in this forward",
-               "parent_attribute": "read from its owner by the parent, handed in",
-               "external_parameter": "read from its owner in this forward"}[access]
-        out = [f"class RawScale(nn.Module):  # x * p, p {how}" + ("" if self.raw_gradient else ", without gradient")]
-        parameter = "nn.Parameter(torch.ones(shape))"
-        if access == "cached_reference":
-            comment = "p: a plain attribute, registered in its owner only"
-            if own and foreign:
-                shape = ", shape or p.shape" if declared else ""
-                statements = [f"self.scale = {parameter} if p is None else None  # its own, or none",
-                              f"self.__dict__[\"p\"]{', self.shape' if declared else ''} = self.scale if p is None "
-                              f"else p{shape}"]
-                args = "p=None, shape=None"
-            elif own:
-                statements, args = [f"self.scale = self.__dict__[\"p\"] = {parameter}"], "shape"
-                comment = "p: the same Parameter as scale, not registered again"
-            else:
-                statements, args = ["self.__dict__[\"p\"] = p"], "p"
-            if declared and not (own and foreign):
-                statements.append("self.shape = self.p.shape")
-            out += constructor(args, statements, comment)
-            read = "self.p" + detach
-        elif own and not foreign:  # its own parameter, read in its forward, or by the parent as layer.scale
-            statements = [f"self.scale = {parameter}"] + (["self.shape = self.scale.shape"] if declared else [])
-            out += constructor("shape", statements)
-            read = "self.scale" + detach
-        else:
-            comment = "owner: a plain attribute, not a submodule"
-            if own:
-                shape = ", self.shape" if declared else ""
-                statements = [f"self.scale = {parameter} if owner is None else None  # its own, or none",
-                              f"self.__dict__[\"owner\"], self.name{shape} = owner or self, name"
-                              + (", shape or getattr(owner, name).shape" if declared else "")]
-                args = "owner=None, name=\"scale\", shape=None"
-            else:
-                statements, args = ["self.__dict__[\"owner\"], self.name = owner, name"], "owner, name"
-                if declared:
-                    statements.append("self.shape = getattr(owner, name).shape")
-            out += constructor(args, statements, comment)
-            read = "getattr(self.owner, self.name)" + detach
-        if access == "parent_attribute":
-            return out + method("forward(self, x, p)", self.apply("*", "p" + detach, "self.shape"))
-        return out + method("forward(self, x)", self.apply("*", read, "self.shape"))
 
     def container_classes(self):
         parent = "raw_scale" in self.kinds and self.access == "parent_attribute"
@@ -494,7 +336,15 @@ class ScriptModel:
                              "x + (y := super().forward(x)) @ torch.ones(y.shape[-1], 1)")}[kind]
         return [f"class {name}(Layers):  # {what}", *method("forward(self, x)", code)]
 
+    def forward(self, call, x):
+        """`call`'s forward on the rows `x`; a token model's ids [B, T] go in flattened, one id a
+        row, so that a plain nn.Embedding gives the rows [B*T, dim] that torch_layers'
+        TokenEmbedding gives."""
+        return f"{call}({x}.flatten())" if self.tokens else f"{call}({x})"
+
     def loss(self, output, target):
+        if self.tokens:  # next-token cross-entropy over the B*T rows, targets [B, T] flattened as the rows are
+            return f"F.cross_entropy({output}, {target}.flatten())"
         return f"F.{'mse_loss' if self.loss_kind == 'mse' else 'cross_entropy'}({output}, {target})"
 
     def expression(self, layer):
@@ -527,6 +377,12 @@ class ScriptModel:
             text = self.raw_expression(layer)
         elif kind == "moe":
             text = f"Moe({w}, {spec['experts']}, {spec['hidden']})"
+        elif kind == "embedding":
+            text = transformer.embedding_expression(layer, self.vocab)
+        elif kind == "causal_self_attention":
+            call = transformer.attention_expression(layer, bind)
+            call.tail = ".requires_grad_(False)" if layer.frozen else ""
+            return call
         elif kind in CONTAINERS:
             head = {"concat": "Concat", "residual": "Residual", "sum_residual": "SumResidual", "repeat": "Layers"}[kind]
             args = [self.expression(c) for c in layer.children]
@@ -558,6 +414,8 @@ class ScriptModel:
         model = layout(Call("model = Layers", [self.expression(layer) for layer in self.layers]), 0)
         if self.exact:
             return self.exact_build(model)
+        if self.tokens:
+            return transformer.token_data(self.vocab) + model
         out = ["torch.manual_seed(SEED)  # the data: per step, GAS global batches of W*B rows; then the model's "
                "weights"]
         target = (f"torch.randn(W * B, {self.out})" if self.loss_kind == "mse"
@@ -583,12 +441,15 @@ class ScriptModel:
             batches.append([])
             for micro in range(self.case["gas"]):
                 x, y = data[f"step{step}.micro{micro}.inputs"], data[f"step{step}.micro{micro}.targets"]
+                if self.tokens:  # ids, inputs and targets alike: torch.tensor reads them back as longs
+                    batches[-1].append([transformer.token_rows(x), transformer.token_rows(y)])
+                    continue
                 targets = y.tolist() if self.loss_kind == "mse" else [int(v) for v in y.tolist()]
                 batches[-1].append([checked(x.tolist()), checked(targets)])
         out = ["# The case's own data and initial weights, each float32 bit for bit: seed-drawn ones did not reproduce "
                "it"]
-        out += fill_atoms("BATCHES = ", _atoms(batches, whole=WHOLE), "per step, GAS global batches of W*B rows: "
-                          "inputs, targets")
+        out += fill_atoms("BATCHES = ", literal_atoms(batches, whole=WHOLE),
+                          "per step, GAS global batches of W*B rows: inputs, targets")
         out += ["DATA = [[(torch.tensor(x), torch.tensor(y)) for x, y in step] for step in BATCHES]"] + model
         atoms = []
         for name in names:
@@ -597,7 +458,7 @@ class ScriptModel:
             if len(texts) > 1 and len(set(texts)) == 1:  # the same float32 throughout (the sign of a zero too)
                 atoms.append(f"{json.dumps(name)}: [{texts[0]}] * {len(texts)},")
                 continue
-            inner = _atoms(values, whole=WHOLE)
+            inner = literal_atoms(values, whole=WHOLE)
             inner[0] = f"{json.dumps(name)}: {inner[0]}"
             atoms += inner[:-1] + [inner[-1] + ","]
         if atoms:
@@ -610,100 +471,3 @@ class ScriptModel:
 
     def code(self):
         return self.classes() + self.build()
-
-
-def assignments(pairs):
-    """`a, b = x, y` of (target, value) pairs, as one statement (a list of one line)."""
-    return [f"{', '.join(t for t, _ in pairs)} = {', '.join(v for _, v in pairs)}"]
-
-
-def constructor(args, statements, comment=""):
-    """__init__ lines: `def __init__(self, args): super().__init__(); statement` on one line where
-    one statement fits there (its comment dropped if only that is too long); else the def line (the
-    comment on it), super().__init__() sharing the next line with the first statement where it
-    fits, and the others one a line. A statement may hold newlines (its own continuation lines)."""
-    head = f"    def __init__(self{', ' + args if args else ''}):"
-    tail = f"  # {comment}" if comment else ""
-    if len(statements) == 1 and "\n" not in statements[0]:
-        line = f"{head} super().__init__(); {statements[0]}"
-        if len(line + tail) <= WIDTH:
-            return [line + tail]
-        if len(line) <= WIDTH:
-            return [line]
-    lines = [head + tail if len(head + tail) <= WIDTH else head]
-    first = statements[0].split("\n")
-    joined = "        super().__init__(); " + first[0]
-    if len(joined) > WIDTH and "  # " in joined and len(joined[:joined.rindex("  # ")]) <= WIDTH:
-        joined = joined[:joined.rindex("  # ")]  # its comment dropped, the statement kept whole
-    if len(joined) <= WIDTH:
-        lines += [joined] + first[1:]
-    else:
-        lines += ["        super().__init__()", "        " + first[0]] + first[1:]
-    for statement in statements[1:]:
-        parts = statement.split("\n")
-        lines += ["        " + parts[0]] + parts[1:]
-    return lines
-
-
-def fill_literal(prefix, value, width=WIDTH, indent=4):
-    """`prefix` and a dict or list literal, its items filled greedily into lines of at most
-    `width`, broken only between items (a nested dict opens on the line of its key); continuation
-    lines indented by `indent`."""
-    return fill_atoms(prefix, _atoms(value), width=width, indent=indent)
-
-
-def fill_atoms(prefix, atoms, comment="", width=WIDTH, indent=4):
-    """`prefix` and `atoms` (pieces of a literal, _atoms) filled greedily into lines of at most
-    `width`; `comment` ends the first line, or the last where the first has no room for it."""
-    def fill(first_width):
-        lines, line = [], prefix
-        for atom in atoms:
-            limit = first_width if not lines else width
-            if line.strip() and len(line) + 1 + len(atom) > limit and line != prefix:
-                lines.append(line)
-                line = " " * indent + atom
-            else:
-                line = f"{line}{'' if line == prefix else ' '}{atom}"
-        return lines + [line]
-    if not comment:
-        return fill(width)
-    tail = f"  # {comment}"
-    lines = fill(width)
-    if len(lines[-1] + tail) <= width:  # the last line has room: the fewest lines
-        return lines[:-1] + [lines[-1] + tail]
-    shorter = fill(width - len(tail))
-    if len(shorter) == len(lines) and len(shorter[0] + tail) <= width:
-        return [shorter[0] + tail] + shorter[1:]
-    return lines
-
-
-def checked(values):
-    """A nested list of numbers as it is, or Unsupported when one is not finite (no literal)."""
-    for value in values:
-        if isinstance(value, list):
-            checked(value)
-        elif not math.isfinite(value):
-            raise Unsupported(f"a non-finite value ({value}) in the case's weights or data")
-    return values
-
-
-def _atoms(value, whole=0):
-    """The literal of `value` cut between its items, a dict of identifier keys as dict(key=value):
-    ['dict(a=1,', 'b=dict(c=2,', 'd=3))']; a list whose literal takes at most `whole` characters
-    kept in one piece."""
-    if not isinstance(value, (dict, list, tuple)) or not value or (
-            isinstance(value, list) and len(literal(value)) <= whole):
-        return [literal(value)]
-    keywords = isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value)
-    opening, closing = ("dict(", ")") if keywords else ("{", "}") if isinstance(value, dict) else ("[", "]")
-    items = list(value.items()) if isinstance(value, dict) else [(None, v) for v in value]
-    atoms = []
-    for i, (key, item) in enumerate(items):
-        head = "" if key is None else f"{key}=" if keywords else literal(key) + ": "
-        inner = _atoms(item, whole)
-        inner[0] = head + inner[0]
-        if i == 0:
-            inner[0] = opening + inner[0]
-        inner[-1] += closing if i == len(items) - 1 else ","
-        atoms += inner
-    return atoms

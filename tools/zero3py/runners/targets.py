@@ -11,9 +11,10 @@ import torch.distributed as dist
 from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
-from zero3py.torch_layers import Mlp, Moe
+from zero3py.torch_layers import CausalSelfAttention, Mlp, Moe, TokenEmbedding
 
-LAYER_CLASSES = {"moe": Moe, "mlp": Mlp}  # zero3 leaf_modules names a layer type or a module name
+# zero3's leaf_modules names a layer type (these: the runners' modules of that type) or a module name.
+LAYER_CLASSES = {"moe": Moe, "mlp": Mlp, "causal_self_attention": CausalSelfAttention, "embedding": TokenEmbedding}
 
 
 def mean_over_ranks(value, world):
