@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/base/errors.h"
+#include "core/base/math_bugs.h"
 #include "core/autograd/ops_internal.h"
 
 namespace zero3 {
@@ -122,7 +123,8 @@ Var causal_self_attention(Context& ctx, const Var& qkv, int64_t heads) {
                 [=](Context& c, const Tensor& grad) {
                   Kernels& k = c.kernels();
                   const Tensor q = split.view_range(0, part_shape), keys = split.view_range(per_part, part_shape);
-                  const Tensor v = split.view_range(2 * per_part, part_shape);
+                  const bool value_at_key = math_bug_on(MathBug::attention_backward_value_at_key);
+                  const Tensor v = split.view_range(value_at_key ? per_part : 2 * per_part, part_shape);
                   Tensor grad_heads_out = device_uninitialized(k, part_shape, dtype);
                   k.permute(grad.reshape({batch, steps, heads, head_dim}), kSwapHeadsAndSteps, grad_heads_out);
                   Tensor grad_split = device_uninitialized(k, split.shape(), dtype);

@@ -1,5 +1,5 @@
 // Process-wide switches that plant a known bug in the arithmetic the engine and its DDP reference
-// share (AdamW, clipping, GELU, LayerNorm). zero3's own properties cannot see these — both sides of
+// share (AdamW, clipping, GELU, LayerNorm, attention, embeddings). zero3's own properties cannot see these — both sides of
 // every comparison run the same wrong math — so they show what only an outside oracle catches:
 // `zero3 fuzz --target torch --math-bug NAME` must report a reference_disagreement for each.
 //
@@ -37,6 +37,15 @@ enum class MathBug : uint8_t {
   gelu_exact_instead_of_tanh,
   // LayerNorm's eps 1e-3 instead of 1e-5: a default taken from another framework (Keras uses 1e-3).
   layer_norm_eps_1e3,
+  // The causal mask lets each query see the next token too (a mask built with diagonal=1 where 0
+  // was meant, or an off-by-one in a fused kernel's bound): the model reads the token it predicts.
+  causal_mask_leaks_next_token,
+  // Attention's backward reads the values at the keys' offset in the packed qkv (a stride or
+  // offset slip in a hand-written backward): the value gradient is computed against the keys.
+  attention_backward_value_at_key,
+  // The embedding's backward counts a repeated id once (an index_copy / scatter without
+  // accumulation where index_add was meant): a token seen twice in a batch gets half its gradient.
+  embedding_backward_repeated_id_once,
   count_,
 };
 

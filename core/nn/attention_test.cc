@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/base/errors.h"
+#include "core/base/math_bugs.h"
 #include "core/tensor/kernels.h"
 #include "core/nn/mlp.h"
 #include "core/nn/module_gradcheck.h"
@@ -77,6 +78,36 @@ TEST(AttentionBlock, RowsThatAreNotWholeSequencesAreAShapeError) {
   ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f, AttentionOptions{.rows_per_sequence = 3}));
   Context ctx(cpu_kernels());
   EXPECT_THROW(harness.root_as<Layer>().forward(ctx, constant(seeded_normal({5, 4}, 1))), ShapeError);
+}
+
+// The planted shared-math bugs (core/base/math_bugs.h) change exactly what they say, and only in scope.
+TEST(AttentionBlock, LeakingMaskLetsAPositionSeeTheNextToken) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f));
+  auto& attn = harness.root_as<CausalSelfAttention>();
+  Tensor x = seeded_normal({1, 3, 4}, 1);
+  Context ctx(cpu_kernels());
+  const auto first_position_moves = [&] {
+    const Tensor before = attn.forward(ctx, constant(x)).value().clone();
+    Tensor changed = x.clone();
+    for (int64_t c = 0; c < 4; ++c) changed.data()[1 * 4 + c] += 5.0f;  // only position 1
+    const Tensor after = attn.forward(ctx, constant(changed)).value();
+    return before.data()[0] != after.data()[0];
+  };
+  EXPECT_FALSE(first_position_moves());
+  {
+    const ScopedMathBug leak(MathBug::causal_mask_leaks_next_token);
+    EXPECT_TRUE(first_position_moves()) << "position 0 must see position 1 with the leak";
+  }
+  EXPECT_FALSE(first_position_moves());
+}
+
+TEST(AttentionBlock, ValuesReadAtTheKeysOffsetInBackwardFailGradcheck) {
+  ModuleHarness harness(std::make_unique<CausalSelfAttention>(4, 2, 0.5f, 0.5f));
+  {
+    const ScopedMathBug slip(MathBug::attention_backward_value_at_key);
+    EXPECT_FALSE(check_layer(harness, {2, 3, 4}).ok) << "the value gradient must be wrong";
+  }
+  EXPECT_TRUE(check_layer(harness, {2, 3, 4}).ok);
 }
 
 TEST(Mlp, GradientsMatchFiniteDifferences) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/base/math_bugs.h"
 #include "core/tensor/kernels.h"
 #include "core/nn/module_gradcheck.h"
 
@@ -56,6 +57,23 @@ TEST(TokenEmbedding, GivesOneRowPerTokenAndRepeatedIdsGradientsAddUp) {
     return weighted_sum(c, table.forward(c, constant(ids)), 2);
   }, {}, harness.parameters());
   EXPECT_TRUE(result.ok) << result.report;
+}
+
+TEST(TokenEmbedding, RepeatedIdCountedOnceLosesTheSecondUsesGradient) {
+  ModuleHarness harness(std::make_unique<TokenEmbedding>(3, 2, 0.5f));
+  auto& table = harness.root_as<TokenEmbedding>();
+  const Tensor ids = Tensor::from_values({1, 3}, {2, 0, 2});  // id 2 twice
+  const auto grad_of_id_two = [&] {
+    Context ctx(cpu_kernels());
+    backward(ctx, sum(ctx, table.forward(ctx, constant(ids))));
+    return ctx.param_grad(table.weight()).data()[2 * 2];
+  };
+  EXPECT_EQ(grad_of_id_two(), 2.0f);
+  {
+    const ScopedMathBug once(MathBug::embedding_backward_repeated_id_once);
+    EXPECT_EQ(grad_of_id_two(), 1.0f);
+  }
+  EXPECT_EQ(grad_of_id_two(), 2.0f);
 }
 
 TEST(TokenEmbedding, ZeroDimensionsGiveZeroWidthRows) {

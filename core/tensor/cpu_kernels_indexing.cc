@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/math_bugs.h"
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/tensor/kernel_preconditions.h"
 #include "core/tensor/slice_layout.h"
@@ -84,8 +85,15 @@ void CpuKernels::embedding_backward_into(const Tensor& grad_out, const Tensor& i
   const int64_t cols = grad_table.dim(1);
   const FloatsIn pids = read(ids), pgrad = read(grad_out);
   FloatsOut table = write(grad_table);
+  const bool once = math_bug_on(MathBug::embedding_backward_repeated_id_once);
+  std::vector<bool> seen(once ? static_cast<size_t>(grad_table.dim(0)) : 0);
   for (int64_t i = 0; i < ids.numel(); ++i) {
-    float* row = table.get() + checked_row(pids[i], grad_table.dim(0)) * cols;
+    const int64_t id = checked_row(pids[i], grad_table.dim(0));
+    if (once) {  // a later use of the same id adds nothing
+      if (seen[static_cast<size_t>(id)]) continue;
+      seen[static_cast<size_t>(id)] = true;
+    }
+    float* row = table.get() + id * cols;
     const float* grad = pgrad.get() + i * cols;
     for (int64_t c = 0; c < cols; ++c) row[c] += grad[c];
   }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/base/math_bugs.h"
 #include "core/tensor/cpu_kernels_internal.h"
 #include "core/tensor/kernel_preconditions.h"
 
@@ -113,10 +114,11 @@ void CpuKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {
   const int64_t rows = steps == 0 ? 0 : scores.numel() / steps;
   const FloatsIn ps = read(scores);
   FloatsOut po = write(out);
+  const int64_t leak = math_bug_on(MathBug::causal_mask_leaks_next_token) ? 1 : 0;
   parallel_blocks(rows, rows_per_block(steps), [&](int64_t first, int64_t last) {
     std::vector<double> exps(static_cast<size_t>(steps));  // each exponential computed once
     for (int64_t r = first; r < last; ++r) {
-      const int64_t visible = r % steps + 1;  // query position i sees keys 0..i
+      const int64_t visible = std::min(r % steps + 1 + leak, steps);  // query position i sees keys 0..i
       const float* s = ps.get() + r * steps;
       float* p = po.get() + r * steps;
       softmax_row(s, visible, exps.data(), p);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The outside oracle's reach: every math bug of core/base/math_bugs.h, planted in zero3's side only
-(`zero3 fuzz --target torch --math-bug NAME`), is caught as a reference_disagreement on two seeds,
-although zero3's own properties cannot see it (engine and DDP reference share the wrong math).
+(`zero3 fuzz --target torch --target-transformer --math-bug NAME`), is caught as a
+reference_disagreement on two seeds, although zero3's own properties cannot see it (engine and DDP
+reference share the wrong math). The campaigns draw the widened model space (token models,
+attention): the mask, attention-backward and embedding bugs need it.
 
   * an unknown --math-bug is exit 1 naming every known one (the list this test then walks);
   * for each bug and seed: a torch campaign of at most CASES cases, ending at its first finding
@@ -25,7 +27,7 @@ import time
 def fuzz(binary, work, name, *args):
     report = os.path.join(work, name + ".json")
     start = time.monotonic()
-    result = subprocess.run([binary, "fuzz", "--target", "torch", "--shrink-budget", "0", "--out",
+    result = subprocess.run([binary, "fuzz", "--target", "torch", "--target-transformer", "--shrink-budget", "0", "--out",
                              os.path.join(work, name), "--report", report, *map(str, args)],
                             capture_output=True, text=True, timeout=900)
     data = json.load(open(report)) if os.path.exists(report) else None
