@@ -15,6 +15,7 @@
 #include "core/models/model_zoo.h"
 #include "core/nn/model.h"
 #include "sim/hardware_profile.h"
+#include "traces/format/work_counting_kernels.h"
 
 namespace zero3 {
 
@@ -50,6 +51,11 @@ double time_together(Communicator& comm, double seconds, Body&& body) {
 
 Tensor filled(const Shape& shape, float value) { return Tensor::full(shape, value); }
 
+// Tokens per sequence: the spec's context (gpt and the sequential token models), else 1 (a row).
+int64_t sequence_length(const BuiltModel& built) {
+  return built.spec.is_object() ? built.spec.value("context", int64_t{1}) : 1;
+}
+
 struct GemmShape {
   int64_t m, n, k;
   auto key() const { return std::tie(m, n, k); }
@@ -59,8 +65,7 @@ struct GemmShape {
 // The forward product and both backward ones of every 2-D parameter at T tokens.
 std::set<GemmShape> model_gemm_shapes(const CalibrateOptions& options, int64_t& tokens) {
   const BuiltModel built = build_model(options.model, {.seed = 1});
-  const bool gpt = built.spec.value("kind", "") == "gpt";
-  tokens = options.micro_batch * (gpt ? built.spec.at("context").get<int64_t>() : 1);
+  tokens = options.micro_batch * sequence_length(built);
   std::set<GemmShape> shapes;
   for (const Parameter* param : built.model->parameters()) {
     if (param->shape().size() != 2 || param->numel() == 0) continue;
@@ -161,6 +166,132 @@ double measure_adamw(Communicator& comm, Kernels& kernels, const CalibrateOption
   return static_cast<double>(elements) / seconds;
 }
 
+// The model's activation shapes, what its memory-bound kernels and transcendentals run over.
+struct ActivationShapes {
+  int64_t batch = 1, context = 1, tokens = 1, vocab = 0, heads = 0;
+  std::set<int64_t> widths;  // every dimension of its 2-D parameters: [tokens, width] activations
+};
+
+ActivationShapes activation_shapes(const CalibrateOptions& options) {
+  const BuiltModel built = build_model(options.model, {.seed = 1});
+  ActivationShapes shapes;
+  shapes.batch = options.micro_batch;
+  shapes.context = sequence_length(built);
+  shapes.tokens = shapes.batch * shapes.context;
+  if (built.spec.is_object()) {
+    shapes.vocab = built.spec.value("vocab", int64_t{0});
+    shapes.heads = built.spec.value("heads", int64_t{0});
+  }
+  for (const Parameter* param : built.model->parameters()) {
+    if (param->shape().size() == 2) shapes.widths.insert(param->shape().begin(), param->shape().end());
+  }
+  return shapes;
+}
+
+// One kernel at one shape: the work WorkCountingKernels counts for one call, and its time.
+struct TimedKernel {
+  std::string name;
+  KernelWork work;
+  double seconds = 0.0;
+};
+
+template <class Body>
+TimedKernel time_kernel(Communicator& comm, Kernels& kernels, const CalibrateOptions& options, std::string name,
+                        Body&& body) {
+  WorkCountingKernels counting(kernels);
+  body(counting);  // once, counted: the same bytes the recorder writes into a trace
+  TimedKernel timed{.name = std::move(name), .work = counting.total(), .seconds = 0.0};
+  timed.seconds = time_together(comm, options.seconds_per_figure, [&] { body(kernels); });
+  return timed;
+}
+
+nlohmann::json rows_of(const std::vector<TimedKernel>& timed) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const TimedKernel& kernel : timed) {
+    rows.push_back({{"kernel", kernel.name}, {"seconds", kernel.seconds}, {"bytes", kernel.work.bytes},
+                    {"transcendentals", kernel.work.transcendentals}, {"calls", kernel.work.calls}});
+  }
+  return rows;
+}
+
+// The three rates that price a trace's recorded kernel work (traces/replay/kernel_rates.h),
+// measured at the model's activation shapes through the real kernels: a call's overhead (a
+// one-element scale), the memory bandwidth of memory-bound kernels (an add, a copy and a bias
+// gradient's sum over [tokens, width] for each width, bytes over time less the calls' overhead),
+// and transcendentals (GELU forward and backward at each hidden width, the cross-entropy over the
+// vocabulary, the causal softmax over [batch x heads, context, context]: evaluations over time
+// less the bytes' and calls' share).
+nlohmann::json measure_kernel_work(Communicator& comm, Kernels& kernels, const CalibrateOptions& options,
+                                   nlohmann::json& profile) {
+  const ActivationShapes shapes = activation_shapes(options);
+  Tensor one = filled({1}, 1.0f), one_out = Tensor::zeros({1});
+  const TimedKernel call = time_kernel(comm, kernels, options, "scale [1]", [&](Kernels& k) { k.scale(one, 2.0f, one_out); });
+  const double call_s = call.seconds;
+  std::vector<TimedKernel> memory, transcendental;
+  for (int64_t width : shapes.widths) {
+    const std::string at = " [" + std::to_string(shapes.tokens) + ", " + std::to_string(width) + "]";
+    Tensor a = filled({shapes.tokens, width}, 0.5f), b = filled({shapes.tokens, width}, 0.25f);
+    Tensor out = Tensor::zeros({shapes.tokens, width}), bias_grad = Tensor::zeros({width});
+    memory.push_back(time_kernel(comm, kernels, options, "add" + at, [&](Kernels& k) { k.binary(BinaryOp::add, a, b, out); }));
+    memory.push_back(time_kernel(comm, kernels, options, "copy" + at, [&](Kernels& k) { k.copy(a, out); }));
+    memory.push_back(time_kernel(comm, kernels, options, "sum_to_shape" + at, [&](Kernels& k) { k.sum_to_shape(a, bias_grad); }));
+    if (width == shapes.vocab) continue;  // no activation function runs over the logits
+    transcendental.push_back(time_kernel(comm, kernels, options, "gelu" + at, [&](Kernels& k) { k.unary(UnaryOp::gelu, a, out); }));
+    transcendental.push_back(time_kernel(comm, kernels, options, "gelu_backward" + at,
+                                         [&](Kernels& k) { k.unary_backward(UnaryOp::gelu, a, b, out); }));
+  }
+  Tensor logits, targets, loss = Tensor::zeros({}), probs, scores, probabilities;
+  if (shapes.vocab > 0) {
+    logits = filled({shapes.tokens, shapes.vocab}, 0.5f);
+    targets = filled({shapes.tokens}, 1.0f);
+    probs = Tensor::zeros({shapes.tokens, shapes.vocab});
+    transcendental.push_back(time_kernel(comm, kernels, options, "cross_entropy [" + std::to_string(shapes.tokens) + ", " +
+                                                                     std::to_string(shapes.vocab) + "]",
+                                         [&](Kernels& k) { k.cross_entropy_forward(logits, targets, loss, probs); }));
+  }
+  if (shapes.heads > 0 && shapes.context > 1) {
+    const Shape shape = {shapes.batch * shapes.heads, shapes.context, shapes.context};
+    scores = filled(shape, 0.5f);
+    probabilities = Tensor::zeros(shape);
+    transcendental.push_back(time_kernel(comm, kernels, options, "causal_softmax " + shape_str(shape),
+                                         [&](Kernels& k) { k.causal_softmax_forward(scores, probabilities); }));
+  }
+  double bytes = 0.0, memory_s = 0.0, memory_total_s = 0.0;
+  for (const TimedKernel& kernel : memory) {
+    bytes += kernel.work.bytes;
+    memory_total_s += kernel.seconds;
+    memory_s += kernel.seconds - static_cast<double>(kernel.work.calls) * call_s;
+  }
+  // Under load the tiny call can time as long as a small kernel: the bytes keep at least half.
+  const double memory_bytes_per_s = bytes / std::max(memory_s, 0.5 * memory_total_s);
+  double evaluations = 0.0, evaluation_s = 0.0, transcendental_total_s = 0.0;
+  for (const TimedKernel& kernel : transcendental) {
+    evaluations += kernel.work.transcendentals;
+    transcendental_total_s += kernel.seconds;
+    evaluation_s += kernel.seconds - kernel.work.bytes / memory_bytes_per_s - static_cast<double>(kernel.work.calls) * call_s;
+  }
+  // What the bytes and calls leave of the time is the evaluations'; if nothing is left (the
+  // kernels were memory-bound), a hundredth of their time stands for it, and the source says so.
+  const bool floored = evaluation_s < 0.01 * transcendental_total_s;
+  evaluation_s = std::max(evaluation_s, 0.01 * transcendental_total_s);
+  const std::string at = " at " + options.model + "'s activation shapes (" + std::to_string(shapes.tokens) +
+                         " tokens per rank; measured.kernel_work: each kernel's time and counted work)";
+  profile["kernel_call"] = {{"seconds", call_s}, {"source", "a one-element scale through the engine's kernels, per call"}};
+  profile["memory_bandwidth"] = {
+      {"bytes_per_s", memory_bytes_per_s},
+      {"source", "read + written bytes (as the trace recorder counts them) over the time, less each call's overhead, of "
+                 "an add, a copy and a bias gradient's sum over [tokens, width] for each width" + at}};
+  if (evaluations > 0.0) {
+    profile["transcendentals"] = {
+        {"per_s", evaluations / evaluation_s},
+        {"source", "exp / tanh / log evaluations over the time the bytes and calls leave of GELU forward and backward" +
+                       std::string(shapes.vocab > 0 ? ", the cross-entropy" : "") +
+                       (shapes.heads > 0 ? ", the causal softmax" : "") + at +
+                       (floored ? "; the kernels were memory-bound, a hundredth of their time stands for the evaluations" : "")}};
+  }
+  return {{"call", rows_of({call})}, {"memory_bound", rows_of(memory)}, {"transcendental", rows_of(transcendental)}};
+}
+
 std::string today() {
   char text[32];
   const std::time_t now = std::time(nullptr);
@@ -213,12 +344,15 @@ nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const Cal
   const double adamw_elements_per_s = measure_adamw(comm, kernels, options);
   nlohmann::json measured = {{"gemm", gemms}, {"memory_bytes_per_s", memory_bytes_per_s},
                              {"adamw_elements_per_s", adamw_elements_per_s}};
+  if (comm.rank() == 0) progress << "calibrate: kernel calls, memory-bound kernels and transcendentals\n" << std::flush;
+  nlohmann::json kernel_rates = nlohmann::json::object();
+  measured["kernel_work"] = measure_kernel_work(comm, kernels, options, kernel_rates);
   const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGE_SIZE);
   nlohmann::json profile = {
       {"name", "this machine, " + std::to_string(world) + " rank" + (world == 1 ? "" : "s") + " (" + options.backend + ")"},
       {"source", how},
-      {"notes", "Compute is priced at the GEMM rate of the model's own shapes; ops that are not GEMMs "
-                "(norms, softmax, activations) and per-kernel overheads are not in that rate."},
+      {"notes", "GEMMs are priced at the rate of the model's own shapes; a trace's recorded kernel work beyond "
+                "them (FORMAT.md, \"Kernel work\") at memory_bandwidth, transcendentals and kernel_call."},
       {"peak_flops", flops_per_s},
       {"flops_efficiency", 1.0},
       {"memory_bytes", static_cast<double>(pages) * static_cast<double>(page_bytes) / world},
@@ -255,6 +389,7 @@ nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const Cal
                                               : "not measured (--backend sim): the simulator's default link"}};
     profile["infiniband"] = profile["nvlink"];
   }
+  profile.update(kernel_rates);
   profile["measured"] = measured;
   return profile;
 }

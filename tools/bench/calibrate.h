@@ -6,6 +6,10 @@
 //     micro-step, the forward product and both backward ones (peak_flops, flops_efficiency 1);
 //   - memory bandwidth (a copy of a buffer larger than the caches) and AdamW's elements per second
 //     (the optimizer, on the host: host_optimizer);
+//   - the rates that price a trace's recorded kernel work (traces/replay/kernel_rates.h), at the
+//     model's activation shapes through the real kernels: memory_bandwidth (an add, a copy and a
+//     bias sum per width, bytes as the recorder counts them), transcendentals (GELU, cross-entropy,
+//     causal softmax) and kernel_call (a one-element kernel);
 //   - each collective's time over the communicator at sizes from the model's parameters up, and
 //     the ring model's latency and bandwidth fitted to them by least squares (nvlink/infiniband:
 //     the one link of a single machine), with each size's measured and fitted time kept.

@@ -8,6 +8,7 @@
 
 #include "sim/hardware_profile.h"
 #include "sim/sim_world.h"
+#include "traces/replay/hardware_catalog.h"
 
 namespace zero3 {
 namespace {
@@ -55,6 +56,43 @@ TEST(Calibrate, AProfileMeasuredOverTwoSimulatedRanksHasEveryFigureWithItsSource
   EXPECT_FALSE(profile.at("measured").at("gemm").at("shapes").empty());
   EXPECT_EQ(profile.at("measured").at("collectives").at("rows").size(), 3u * 7u);  // 4 KiB to 16 MiB, x4
   EXPECT_NE(progress.str().find("calibrate: GEMMs at the shapes of mlp-tiny"), std::string::npos);
+}
+
+TEST(Calibrate, MeasuresTheKernelWorkRatesAtTheModelsShapesAndReplaysLoaderReadsThemBack) {
+  nlohmann::json profile;
+  SimWorld world({.world = 1, .fiber_stack_bytes = size_t{8} << 20});
+  std::ostringstream progress;
+  const SimResult result = world.run([&](SimRank& rank) {
+    profile = calibrate_machine(rank.comm(), cpu_kernels(),
+                                {.model = "gpt-tiny", .seconds_per_figure = 0.002, .backend = "sim",
+                                 .measure_collectives = false},
+                                progress);
+  });
+  ASSERT_TRUE(result.all_ok()) << result.summary();
+  for (const auto& [key, figure] : {std::pair{"memory_bandwidth", "bytes_per_s"}, std::pair{"transcendentals", "per_s"},
+                                    std::pair{"kernel_call", "seconds"}}) {
+    SCOPED_TRACE(key);
+    EXPECT_GT(profile.at(key).at(figure).get<double>(), 0.0);
+    EXPECT_FALSE(profile.at(key).at("source").get<std::string>().empty());
+  }
+  EXPECT_NE(profile.at("memory_bandwidth").at("source").get<std::string>().find("gpt-tiny's activation shapes"),
+            std::string::npos);
+  const nlohmann::json& measured = profile.at("measured").at("kernel_work");
+  EXPECT_EQ(measured.at("call").size(), 1u);
+  // gpt-tiny's widths each get an add, a copy and a bias sum; GELU at every width but the vocabulary's.
+  EXPECT_EQ(measured.at("memory_bound").size() % 3, 0u);
+  EXPECT_GE(measured.at("memory_bound").size(), 6u);
+  bool cross_entropy = false, softmax = false;
+  for (const auto& row : measured.at("transcendental")) {
+    EXPECT_GT(row.at("transcendentals").get<double>(), 0.0) << row.dump();
+    cross_entropy = cross_entropy || row.at("kernel").get<std::string>().starts_with("cross_entropy");
+    softmax = softmax || row.at("kernel").get<std::string>().starts_with("causal_softmax");
+  }
+  EXPECT_TRUE(cross_entropy);
+  EXPECT_TRUE(softmax);
+  const HardwareChoice loaded = hardware_from_json(profile, "calibrated.json", 1);
+  EXPECT_TRUE(loaded.kernel_rates.prices_work());
+  EXPECT_EQ(loaded.kernel_rates.memory_bytes_per_s, profile.at("memory_bandwidth").at("bytes_per_s").get<double>());
 }
 
 }  // namespace

@@ -226,6 +226,7 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   check_hpz_within_nodes(options.config.zero.hpz_group_size, options.world, hardware,
                          flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags");
   options.hardware = hardware.profile;
+  options.kernel_rates = hardware.kernel_rates;
   std::unique_ptr<ProgressBar> bar;  // made at the first step, when the number of steps is known
   options.on_progress = [&](int64_t done, int64_t total) {
     if (!bar) bar = std::make_unique<ProgressBar>(total, "replay");

@@ -50,6 +50,19 @@ int Trace::divergent_ranks() const {
   return 1;
 }
 
+bool Trace::has_kernel_work() const {
+  const auto has = [](const TraceEvent& event) { return !event.forward_work.empty() || !event.backward_work.empty(); };
+  for (const TraceStep& step : steps) {
+    for (const TraceItem& item : step.items) {
+      if (has(item.event)) return true;
+      for (const auto& list : item.per_rank) {
+        if (std::any_of(list.begin(), list.end(), has)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 int64_t Trace::parameter_elements() const {
   int64_t total = 0;
   for (const TraceParam& param : params) total += shape_numel(param.shape);
@@ -99,6 +112,8 @@ uint64_t stream_hash(const EventStream& stream) {
       hash.add_u64(static_cast<uint64_t>(event.forward_transient_quadratic_bytes));
       hash.add_u64(static_cast<uint64_t>(event.backward_transient_bytes));
       hash.add_u64(static_cast<uint64_t>(event.backward_transient_quadratic_bytes));
+      hash.add_u64(static_cast<uint64_t>(event.forward_work.calls));
+      hash.add_u64(static_cast<uint64_t>(event.backward_work.calls));
     }
   }
   return hash.value();
@@ -148,9 +163,20 @@ nlohmann::json amount(double total, double quadratic) {
   return out;
 }
 
+// {"flops", "bytes", "transcendentals", "calls"} (FORMAT.md, "Kernel work"): each amount a number,
+// or {"linear", "quadratic"} when part of it grows with seq_len^2.
+nlohmann::json work_json(const KernelWork& work) {
+  return {{"flops", amount(work.flops, work.flops_quadratic)},
+          {"bytes", amount(work.bytes, work.bytes_quadratic)},
+          {"transcendentals", amount(work.transcendentals, work.transcendentals_quadratic)},
+          {"calls", work.calls}};
+}
+
 // The options object of an enter, call or backward event (FORMAT.md): only what is recorded.
 nlohmann::json event_options(const TraceEvent& event) {
   nlohmann::json options = nlohmann::json::object();
+  if (!event.forward_work.empty()) options["forward_work"] = work_json(event.forward_work);
+  if (!event.backward_work.empty()) options["backward_work"] = work_json(event.backward_work);
   if (event.output_bytes > 0) options["output_bytes"] = event.output_bytes;
   if (event.input_bytes > 0) {
     options["input_bytes"] = amount(static_cast<double>(event.input_bytes), static_cast<double>(event.input_quadratic_bytes));

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor/shape.h"
+#include "traces/format/kernel_work.h"
 
 namespace zero3 {
 
@@ -73,6 +74,12 @@ struct TraceEvent {
   // tensors that its first backward op consumes.
   int64_t released_at_backward_begin_bytes = 0;
   int64_t released_at_backward_begin_quadratic_bytes = 0;
+  // enter / call: the kernel work the module's own ops did (its children's excluded) in forward
+  // and in its backward; backward: the ops outside every module (the loss) before and after
+  // autograd's backward began. Empty when the trace does not say (FORMAT.md, "Kernel work"): replay
+  // then prices `flops` (or flops derived from shapes) and a backward of twice the forward.
+  KernelWork forward_work{};
+  KernelWork backward_work{};
   bool operator==(const TraceEvent&) const = default;
 };
 
@@ -150,6 +157,8 @@ struct Trace {
   nlohmann::json recorder = nullptr;
 
   bool has_events() const { return !steps.empty(); }
+  // Whether any event carries recorded kernel work (then replay prices every module by its work).
+  bool has_kernel_work() const;
   bool divergent() const;
   // The per-rank group size of a divergent trace (1 for SPMD traces).
   int divergent_ranks() const;

@@ -41,6 +41,28 @@ Amount read_amount(const JsonReader& node, double max) {
   return amount;
 }
 
+// {"flops", "bytes", "transcendentals", "calls"}, at least one given (FORMAT.md, "Kernel work"):
+// the amounts are numbers or {"linear", "quadratic"}, calls a count.
+KernelWork read_work(const JsonReader& node) {
+  if (!node.json().is_object() || node.json().empty()) {
+    node.fail("an object of kernel work {\"flops\", \"bytes\", \"transcendentals\", \"calls\"} with at least one "
+              "of them");
+  }
+  node.expect_only_keys({"flops", "bytes", "transcendentals", "calls"});
+  KernelWork work;
+  const auto amount_at = [&](const char* key, double& total, double& quadratic) {
+    if (!node.has(key)) return;
+    const Amount amount = read_amount(node.at(key), 1e30);
+    total = amount.linear + amount.quadratic;
+    quadratic = amount.quadratic;
+  };
+  amount_at("flops", work.flops, work.flops_quadratic);
+  amount_at("bytes", work.bytes, work.bytes_quadratic);
+  amount_at("transcendentals", work.transcendentals, work.transcendentals_quadratic);
+  if (node.has("calls")) work.calls = node.at("calls").as_int(0, kCountMax);
+  return work;
+}
+
 // The options object that may end an enter or call event ({"output_bytes", "input_bytes",
 // "forward_transient", "backward_transient"}) or a backward event (the two transients): what the
 // recorder measured besides the kept bytes. It has a place of its own after ACTIVATION_BYTES, so it
@@ -49,17 +71,21 @@ void read_event_options(const JsonReader& options, TraceEvent& event) {
   const bool module_event = event.kind != EventKind::backward;
   if (!options.json().is_object()) {
     options.fail(module_event ? "an object of options {\"output_bytes\", \"input_bytes\", \"forward_transient\", "
-                                "\"backward_transient\", \"released_at_backward_begin\"}"
+                                "\"backward_transient\", \"released_at_backward_begin\", \"forward_work\", "
+                                "\"backward_work\"}"
                               : "an object of options {\"forward_transient\", \"backward_transient\", "
-                                "\"released_at_backward_begin\"}");
+                                "\"released_at_backward_begin\", \"forward_work\", \"backward_work\"}");
   }
   if (module_event) {
     options.expect_only_keys({"output_bytes", "input_bytes", "forward_transient", "backward_transient",
-                              "released_at_backward_begin"});
+                              "released_at_backward_begin", "forward_work", "backward_work"});
     if (options.has("output_bytes")) event.output_bytes = options.at("output_bytes").as_int(0, kCountMax);
   } else {
-    options.expect_only_keys({"forward_transient", "backward_transient", "released_at_backward_begin"});
+    options.expect_only_keys({"forward_transient", "backward_transient", "released_at_backward_begin", "forward_work",
+                              "backward_work"});
   }
+  if (options.has("forward_work")) event.forward_work = read_work(options.at("forward_work"));
+  if (options.has("backward_work")) event.backward_work = read_work(options.at("backward_work"));
   const auto bytes_at = [&](const char* key, int64_t& total, int64_t& quadratic) {
     if (!options.has(key)) return;
     const Amount bytes = read_amount(options.at(key), static_cast<double>(kCountMax));

@@ -11,6 +11,7 @@
 #include "core/nn/module.h"
 #include "core/training/replicated_trainer.h"
 #include "sim/sim_world.h"
+#include "traces/format/work_counting_kernels.h"
 
 namespace zero3 {
 
@@ -18,13 +19,34 @@ namespace {
 
 using ModuleIndex = std::map<const Module*, int32_t>;
 
-// Logs every hook and access, then lets the wrapped hooks do their work.
+// Logs every hook and access, then lets the wrapped hooks do their work. The kernel work the rank's
+// kernels counted between two hooks goes to the innermost module running (FORMAT.md, "Kernel
+// work"): in forward to the open enter event's forward_work, in backward to the backward_work of
+// the enter event whose invocation is being differentiated (backward visits invocations in the
+// reverse order of their exits). The ops outside every module between the forward's last exit and
+// the backward's first module (the loss) go to the backward event: forward_work up to the first
+// kernel only backward runs, backward_work from there on. What runs before the first module (the
+// batch's upload) and after the last backward (the trainer's reduction and optimizer) is not a
+// module's: the replay prices the engine's own optimizer step.
 class RecordingHooks : public ModuleHooks {
  public:
-  RecordingHooks(ModuleHooks& inner, const ModuleIndex& modules, std::vector<TraceEvent>& events)
-      : inner_(inner), modules_(modules), events_(events) {}
+  RecordingHooks(ModuleHooks& inner, const ModuleIndex& modules, std::vector<TraceEvent>& events,
+                 WorkCountingKernels& kernels)
+      : inner_(inner), modules_(modules), events_(events), kernels_(kernels), mark_(kernels.total()) {
+    kernels_.set_before_backward_kernel([this] {
+      if (in_backward_ || loss_backward_started_ || !forward_seen_ || !open_enters_.empty()) return;
+      loss_forward_ += take_work();  // the loss's forward ends where autograd's backward begins
+      loss_backward_started_ = true;
+    });
+  }
+  ~RecordingHooks() override { kernels_.set_before_backward_kernel({}); }
 
   void pre_forward(Context& ctx, Module& module) override {
+    if (in_backward_) start_micro_step();
+    if (!open_enters_.empty()) events_[open_enters_.back()].forward_work += take_work();
+    else if (forward_seen_) loss_forward_ += take_work();  // between top-level modules: outside every module
+    else take_work();                                      // the batch, before the first module
+    forward_seen_ = true;
     in_backward_ = false;  // a forward after a backward is the next micro-step
     open_enters_.push_back(events_.size());
     push(EventKind::enter, &module);
@@ -36,20 +58,31 @@ class RecordingHooks : public ModuleHooks {
     events_[open_enters_.back()].activation_bytes = ctx.tape().exited_module_activation_bytes();
     // And what its output costs: a replay that checkpoints the module keeps that much until backward.
     events_[open_enters_.back()].output_bytes = ctx.tape().exited_module_output_bytes();
+    events_[open_enters_.back()].forward_work += take_work();
+    exited_.push_back(open_enters_.back());
     open_enters_.pop_back();
     push(EventKind::exit, &module);
   }
   void pre_backward(Context& ctx, Module& module) override {
     // The loss's ops ran outside every module; their bytes are held until backward ends.
     if (!in_backward_) {
+      loss_event_ = events_.size();
       events_.push_back({.kind = EventKind::backward, .activation_bytes = ctx.tape().outside_module_activation_bytes()});
+      events_[loss_event_].forward_work = loss_forward_;
     }
+    attribute_backward_work();
     in_backward_ = true;
+    ZERO3_CHECK(!exited_.empty() && events_[exited_.back()].module == modules_.at(&module),
+                "backward of '" + module.name() + "' is not the last forward invocation still to differentiate");
+    open_backward_.push_back(exited_.back());
+    exited_.pop_back();
     push(EventKind::bwd_enter, &module);
     inner_.pre_backward(ctx, module);
   }
   void post_backward(Context& ctx, Module& module) override {
     inner_.post_backward(ctx, module);
+    attribute_backward_work();
+    open_backward_.pop_back();
     push(EventKind::bwd_exit, &module);
   }
   Tensor checked_access(Context& ctx, Module& user, Parameter& param) override {
@@ -62,18 +95,48 @@ class RecordingHooks : public ModuleHooks {
   }
   void end_step() {
     events_.push_back({.kind = EventKind::optimizer_step});
-    in_backward_ = false;
+    start_micro_step();
   }
 
  private:
   void push(EventKind kind, const Module* module, int32_t param = -1) {
     events_.push_back({.kind = kind, .module = module ? modules_.at(module) : -1, .param = param});
   }
+  KernelWork take_work() {
+    const KernelWork now = kernels_.total();
+    const KernelWork work = now.since(mark_);
+    mark_ = now;
+    return work;
+  }
+  // The work since the last hook in backward: the innermost module's being differentiated, else
+  // the loss's (autograd ran it before the first module's backward).
+  void attribute_backward_work() {
+    const KernelWork work = take_work();
+    if (!open_backward_.empty()) events_[open_backward_.back()].backward_work += work;
+    else if (loss_backward_started_) events_[loss_event_].backward_work += work;
+    else events_[loss_event_].forward_work += work;
+  }
+  // Between micro-steps and steps: the trainer's work is no module's.
+  void start_micro_step() {
+    take_work();
+    in_backward_ = false;
+    forward_seen_ = loss_backward_started_ = false;
+    loss_forward_ = {};
+    exited_.clear();
+  }
 
   ModuleHooks& inner_;
   const ModuleIndex& modules_;
   std::vector<TraceEvent>& events_;
-  std::vector<size_t> open_enters_;  // event index of each enter whose exit is still to come
+  WorkCountingKernels& kernels_;
+  KernelWork mark_;                   // the kernels' total at the last hook
+  std::vector<size_t> open_enters_;   // event index of each enter whose exit is still to come
+  std::vector<size_t> exited_;        // enter events in the order their invocations exited
+  std::vector<size_t> open_backward_; // enter events whose invocation's backward is running
+  size_t loss_event_ = 0;             // this micro-step's backward event, once backward began
+  KernelWork loss_forward_;           // outside every module, after the first module entered
+  bool forward_seen_ = false;
+  bool loss_backward_started_ = false;
   bool in_backward_ = false;
 };
 
@@ -109,8 +172,9 @@ std::vector<TraceEvent> compact_calls(const std::vector<TraceEvent>& events, con
       const size_t exit_at = i + 1 + k;
       if (k == params.size() && exit_at < events.size() && events[exit_at].kind == EventKind::exit &&
           events[exit_at].module == event.module) {
-        out.push_back({.kind = EventKind::call, .module = event.module, .activation_bytes = event.activation_bytes,
-                       .output_bytes = event.output_bytes});
+        TraceEvent call = event;  // everything the enter recorded, its work included
+        call.kind = EventKind::call;
+        out.push_back(call);
         i = exit_at;
         continue;
       }
@@ -184,11 +248,12 @@ Trace record_training_trace(const DistributedRunOptions& options, const nlohmann
     skeleton_of(*built.model, trace.dtype, rank_index);
     ModuleHooks unsharded;
     std::vector<TraceEvent> step_events;
-    RecordingHooks hooks(unsharded, rank_index, step_events);
+    WorkCountingKernels counting(sim.kernels());
+    RecordingHooks hooks(unsharded, rank_index, step_events, counting);
     TrainConfig config = options.config;
     config.zero.stage = 0;
     ReplicatedTrainer trainer(*built.model, config, {.global_ranks = sim.world(), .comm = &sim.comm()});
-    Context ctx(sim.kernels(), &hooks, sim.rank());
+    Context ctx(counting, &hooks, sim.rank());
     for (int64_t step = 0; step < options.steps; ++step) {
       trainer.train_step(ctx, *built.data, step);
       hooks.end_step();
@@ -217,7 +282,9 @@ Trace record_training_trace(const DistributedRunOptions& options, const nlohmann
   trace.source = "zero3 train --record";
   trace.name = shape.spec.value("name", options.model);
   trace.world = options.world;
-  const int64_t context = shape.spec.value("kind", "") == "gpt" ? shape.spec.value("context", int64_t{1}) : 1;
+  // Sequence models say their context (gpt, and the sequential token models with "vocab" and
+  // "context"); every other spec's rows are one token each.
+  const int64_t context = shape.spec.is_object() ? shape.spec.value("context", int64_t{1}) : 1;
   trace.batch = options.config.micro_batch_size;
   trace.seq_len = context;
   trace.tokens = trace.batch * trace.seq_len;

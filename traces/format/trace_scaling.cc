@@ -22,12 +22,24 @@ void scale_bytes(int64_t& total, int64_t& quadratic, const Growth& growth) {
   total = std::llround(linear * growth.tokens) + quadratic;
 }
 
+// An amount with its quadratic part, as scale_bytes but in doubles (flops, work).
+void scale_amount(double& total, double& quadratic, const Growth& growth) {
+  const double linear = total - quadratic;
+  quadratic *= growth.quadratic;
+  total = linear * growth.tokens + quadratic;
+}
+
+// Kernel work: each amount by its parts; the calls stay, a kernel runs once whatever its size.
+void scale_work(KernelWork& work, const Growth& growth) {
+  scale_amount(work.flops, work.flops_quadratic, growth);
+  scale_amount(work.bytes, work.bytes_quadratic, growth);
+  scale_amount(work.transcendentals, work.transcendentals_quadratic, growth);
+}
+
 void scale_event(TraceEvent& event, const Growth& growth) {
-  if (event.flops >= 0.0) {
-    const double linear = event.flops - event.flops_quadratic;
-    event.flops_quadratic *= growth.quadratic;
-    event.flops = linear * growth.tokens + event.flops_quadratic;
-  }
+  scale_work(event.forward_work, growth);
+  scale_work(event.backward_work, growth);
+  if (event.flops >= 0.0) scale_amount(event.flops, event.flops_quadratic, growth);
   scale_bytes(event.activation_bytes, event.activation_quadratic_bytes, growth);
   // One value per token (a [tokens, width] output or input), however long the sequence.
   event.output_bytes = std::llround(static_cast<double>(event.output_bytes) * growth.tokens);

@@ -20,10 +20,29 @@ HardwareChoice default_hardware() {
   return choice;
 }
 
+// The rates that price a trace's recorded kernel work (kernel_rates.h): each an object with its
+// figure and the `source` that says how it was measured.
+void read_kernel_rates(const JsonReader& root, KernelRates& rates) {
+  const auto rate = [&](const char* key, const char* figure, double min, double max) {
+    const JsonReader node = root.at(key);
+    node.expect_only_keys({figure, "source"});
+    node.at("source").as_string();
+    return node.at(figure).as_number(min, max);
+  };
+  if (root.has("memory_bandwidth")) rates.memory_bytes_per_s = rate("memory_bandwidth", "bytes_per_s", 1e6, 1e15);
+  if (root.has("transcendentals")) rates.transcendentals_per_s = rate("transcendentals", "per_s", 1e3, 1e15);
+  if (root.has("kernel_call")) rates.call_s = rate("kernel_call", "seconds", 0.0, 1.0);
+  if ((root.has("transcendentals") || root.has("kernel_call")) && !root.has("memory_bandwidth")) {
+    root.fail("\"memory_bandwidth\" with \"transcendentals\" and \"kernel_call\": they price recorded kernel work "
+              "only together with it");
+  }
+}
+
 HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string& source, int world) {
   const JsonReader root(json, source);
   root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
-                         "nvlink", "infiniband", "host_link", "host_optimizer", "optimizer", "reserve", "measured"});
+                         "nvlink", "infiniband", "host_link", "host_optimizer", "optimizer", "reserve", "measured",
+                         "memory_bandwidth", "transcendentals", "kernel_call"});
   HardwareChoice choice;
   choice.name = root.at("name").as_string();
   root.at("source").as_string();  // required: every number says where it comes from
@@ -79,6 +98,7 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
     optimizer.at("source").as_string();
     choice.profile.optimizer_elements_per_s = optimizer.at("elements_per_s").as_number(1e3, 1e15);
   }
+  read_kernel_rates(root, choice.kernel_rates);
   return choice;
 }
 

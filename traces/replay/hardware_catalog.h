@@ -11,11 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/hardware_profile.h"
+#include "traces/replay/kernel_rates.h"
 
 namespace zero3 {
 
 struct HardwareChoice {
   HardwareProfile profile{};
+  // The profile's optional memory_bandwidth, transcendentals and kernel_call: what prices a
+  // trace's recorded kernel work (kernel_rates.h); all 0 when it says none.
+  KernelRates kernel_rates{};
   std::string name{};         // "H200 SXM 141GB", or "simulator default"
   std::string link{};         // "nvlink", "infiniband" or "default"
   int gpus_per_node = 8;

@@ -41,7 +41,8 @@ void replay_rank(const Trace& trace, const ReplayOptions& options, Communicator&
   Zero3Engine engine(model, comm, memory, kernels, options.config);
   Context ctx(kernels, &engine, comm.rank());
   ctx.set_checkpointed(select_modules(model, options.config.checkpoint_modules, kCheckpointModulesKey));
-  ReplayDriver driver(trace, options.config, options.hardware, model, engine, ctx, clock, memory, out);
+  ReplayDriver driver(trace, options.config, options.hardware, options.kernel_rates, model, engine, ctx, clock, memory,
+                      out);
   driver_for_listener = &driver;
   const int64_t steps = total_steps(trace);
   int64_t step_index = 0;

@@ -26,6 +26,7 @@
 
 #include "core/training/train_config.h"
 #include "sim/hardware_profile.h"
+#include "traces/replay/kernel_rates.h"
 #include "traces/replay/replay_driver.h"
 #include "traces/format/trace.h"
 
@@ -35,6 +36,7 @@ struct ReplayOptions {
   int world = 0;  // 0: the trace's recorded world, else 1
   TrainConfig config;
   HardwareProfile hardware{};
+  KernelRates kernel_rates{};  // the profile's (HardwareChoice::kernel_rates); none: flops alone
   bool full_simulation = false;
   bool share_identical_ranks = true;  // full simulation: one fiber per group of identical ranks
   // Called after every replayed step of rank 0 (steps done, steps in all).

@@ -31,10 +31,11 @@ std::string placeholder_effect(PlaceholderPolicy policy) {
 }  // namespace
 
 ReplayDriver::ReplayDriver(const Trace& trace, const TrainConfig& config, const HardwareProfile& hardware,
-                           TraceModel& model, Zero3Engine& engine, Context& ctx, ReplayClock& clock,
-                           TrackingAllocator& memory, RankReplay& out)
-    : trace_(trace), config_(config), hardware_(hardware), model_(model), engine_(engine), ctx_(ctx), clock_(clock),
-      memory_(memory), out_(out) {
+                           const KernelRates& kernel_rates, TraceModel& model, Zero3Engine& engine, Context& ctx,
+                           ReplayClock& clock, TrackingAllocator& memory, RankReplay& out)
+    : trace_(trace), config_(config), hardware_(hardware), kernel_rates_(kernel_rates),
+      price_work_(kernel_rates.prices_work() && trace.has_kernel_work()), model_(model), engine_(engine), ctx_(ctx),
+      clock_(clock), memory_(memory), out_(out) {
   for (size_t i = 0; i < trace.params.size(); ++i) param_by_name_[trace.params[i].name] = static_cast<int32_t>(i);
 }
 
@@ -66,6 +67,8 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
     if (is_forward) {
       forward_event(event);
     } else if (event.kind == EventKind::backward) {
+      // The loss's forward ran outside every module, at the forward's end.
+      if (price_work_) compute_work(event.forward_work);
       out_.compute[forward_span].end_s = clock_.now_s();
       std::vector<int32_t> recorded_order;  // the trace's own bwd_enter events, if it has them
       for (size_t k = i + 1; k < events.size() && (events[k].kind == EventKind::bwd_enter ||
@@ -96,14 +99,35 @@ void ReplayDriver::run_step(const TraceStep& step, int64_t step_index) {
 void ReplayDriver::optimizer_on_device() {
   // AdamW over this rank's shard of every trained parameter, at the profile's rate (0: unpriced).
   // Under offload_optimizer the host does it instead (offload_at_step_end).
-  if (hardware_.optimizer_elements_per_s <= 0.0 || config_.zero.offload_optimizer == OffloadDevice::cpu) return;
-  int64_t elements = 0;
+  if (config_.zero.offload_optimizer == OffloadDevice::cpu) return;
+  int64_t elements = 0, trained = 0;
   for (const Parameter* param : model_.parameters()) {
-    if (param->requires_grad()) elements += shard_numel(param->numel(), engine_.world());
+    if (!param->requires_grad()) continue;
+    elements += shard_numel(param->numel(), engine_.world());
+    ++trained;
   }
-  const double before_s = clock_.now_s();
-  clock_.advance_s(static_cast<double>(elements) / hardware_.optimizer_elements_per_s);
-  out_.compute_busy_s += clock_.now_s() - before_s;
+  if (hardware_.optimizer_elements_per_s > 0.0) {
+    const double before_s = clock_.now_s();
+    clock_.advance_s(static_cast<double>(elements) / hardware_.optimizer_elements_per_s);
+    out_.compute_busy_s += clock_.now_s() - before_s;
+  }
+  if (price_work_) compute_work(optimizer_step_work(elements, trained));
+}
+
+KernelWork ReplayDriver::optimizer_step_work(int64_t shard_elements, int64_t trained_params) const {
+  // The engine's memory-bound passes over its f32 gradient and master shards besides AdamW
+  // (core/zero3/zero3_step.cc): the gradient norm reads each gradient element; the refresh casts
+  // the master to the compute dtype; the gradient shard is zeroed for the next step; under
+  // gradient accumulation the summed gradient is divided in place first. A call per pass and
+  // parameter. Clipping's scale runs only when the norm exceeds the limit (data the replay has
+  // not), so it is not priced.
+  const double compute_bytes = config_.bf16 ? 2.0 : 4.0;
+  const bool accumulates = config_.gradient_accumulation_steps > 1;
+  const double bytes_per_element = 4.0 + (4.0 + compute_bytes) + 4.0 + (accumulates ? 8.0 : 0.0);
+  KernelWork work;
+  work.bytes = bytes_per_element * static_cast<double>(shard_elements);
+  work.calls = trained_params * (accumulates ? 3 : 2) + 1;
+  return work;
 }
 
 void ReplayDriver::offload_at_step_end() {
@@ -158,6 +182,8 @@ void ReplayDriver::enter(const TraceEvent& event) {
   auto invocation = std::make_shared<Invocation>();
   invocation->module = module;
   invocation->flops = own_flops(module, event.flops);
+  invocation->forward_work = event.forward_work;
+  invocation->backward_work = event.backward_work;
   invocation->activation_bytes = event.activation_bytes;
   invocation->output_bytes = event.output_bytes;
   invocation->input_bytes = event.input_bytes;
@@ -202,7 +228,8 @@ void ReplayDriver::exit(int32_t module) {
   ZERO3_CHECK(!open_.empty() && open_.back()->module == module, "exit of " + module_name(module));
   std::shared_ptr<Invocation> invocation = open_.back();
   memory_.set_place(step_, "forward", module_name(module));
-  compute(invocation->flops);
+  if (price_work_) compute_work(invocation->forward_work);
+  else compute(invocation->flops);
   out_.compute.push_back({"fwd " + model_.module(module).display_name(), "forward", invocation->start_s, clock_.now_s()});
   transient(invocation->forward_transient, module_name(module));
   const bool checkpoint = starts_checkpoint(module);
@@ -241,7 +268,8 @@ void ReplayDriver::recompute_exit(const std::shared_ptr<Invocation>& invocation)
   // The invocation's forward once more, between the gathers its pre-forward hook issued again.
   memory_.set_place(step_, "recompute", module_name(invocation->module));
   const double start_s = clock_.now_s();
-  compute(invocation->flops, FlopsKind::recompute);
+  if (price_work_) compute_work(invocation->forward_work, FlopsKind::recompute);
+  else compute(invocation->flops, FlopsKind::recompute);
   out_.compute.push_back({"recompute " + model_.module(invocation->module).display_name(), "recompute", start_s,
                           clock_.now_s()});
   transient(invocation->forward_transient, module_name(invocation->module));
@@ -256,8 +284,10 @@ void ReplayDriver::backward_begin(const Invocation& invocation) {
   backward_order_.push_back(invocation.module);
   open_backward_spans_.push_back(out_.compute.size());
   out_.compute.push_back({"bwd " + model_.module(invocation.module).display_name(), "backward", clock_.now_s(), kOpenSpan});
-  // Backward of a matmul costs two forward matmuls (input and weight gradients).
-  compute(2.0 * invocation.flops);
+  // Recorded: the backward's own work. Else: backward of a matmul costs two forward matmuls (input
+  // and weight gradients).
+  if (price_work_) compute_work(invocation.backward_work);
+  else compute(2.0 * invocation.flops);
   transient(invocation.backward_transient, module_name(invocation.module));
   if (invocation.released_at_backward_begin > 0) {
     memory_.release(MemoryCategory::activation, invocation.released_at_backward_begin);
@@ -305,6 +335,7 @@ void ReplayDriver::run_backward(const std::vector<int32_t>& recorded_order, cons
   backward_order_.clear();
   const size_t span = out_.compute.size();
   out_.compute.push_back({"backward", "phase", clock_.now_s(), kOpenSpan});
+  if (price_work_) compute_work(loss.backward_work);  // autograd differentiates the loss first
   backward(ctx_, Var(Tensor::scalar(0.0f)));
   const int64_t loss_still_held = loss_activation_bytes - loss.released_at_backward_begin_bytes;
   if (loss_still_held > 0) memory_.release(MemoryCategory::activation, loss_still_held);
@@ -372,6 +403,15 @@ void ReplayDriver::compute(double flops, FlopsKind kind) {
   (kind == FlopsKind::model ? model_flops_ : recompute_flops_) += flops;
   const double before_s = clock_.now_s();
   clock_.advance_compute(flops);
+  out_.compute_busy_s += clock_.now_s() - before_s;
+}
+
+void ReplayDriver::compute_work(const KernelWork& work, FlopsKind kind) {
+  compute(work.flops, kind);
+  const double seconds = non_gemm_seconds(work, kernel_rates_);
+  if (seconds <= 0.0) return;
+  const double before_s = clock_.now_s();
+  clock_.advance_s(seconds);
   out_.compute_busy_s += clock_.now_s() - before_s;
 }
 

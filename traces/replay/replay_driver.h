@@ -5,7 +5,7 @@
 // module's compute to the simulated clock and account activations and full gradients, so that
 // backward costs and frees what forward saved, in autograd's order.
 //
-//   ReplayDriver driver(trace, config, model, engine, ctx, clock, memory, result);
+//   ReplayDriver driver(trace, config, hardware, kernel_rates, model, engine, ctx, clock, memory, result);
 //   for (int64_t s = 0; s < steps; ++s) driver.run_step(trace.steps[0], s);
 #pragma once
 #include <array>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/zero3/zero3_engine.h"
+#include "traces/replay/kernel_rates.h"
 #include "traces/replay/stream_clock.h"
 #include "traces/format/trace.h"
 #include "traces/format/trace_model.h"
@@ -71,8 +72,11 @@ struct RankReplay {
 
 class ReplayDriver {
  public:
-  ReplayDriver(const Trace& trace, const TrainConfig& config, const HardwareProfile& hardware, TraceModel& model,
-               Zero3Engine& engine, Context& ctx, ReplayClock& clock, TrackingAllocator& memory, RankReplay& out);
+  // `kernel_rates`: what prices the trace's recorded kernel work (kernel_rates.h); without them, or
+  // without recorded work, a module's compute is its flops and its backward twice its forward.
+  ReplayDriver(const Trace& trace, const TrainConfig& config, const HardwareProfile& hardware,
+               const KernelRates& kernel_rates, TraceModel& model, Zero3Engine& engine, Context& ctx,
+               ReplayClock& clock, TrackingAllocator& memory, RankReplay& out);
 
   void run_step(const TraceStep& step, int64_t step_index);
   // Ends the spans a failure left open at the current time, so the timeline still nests.
@@ -86,6 +90,8 @@ class ReplayDriver {
     int64_t invocation = 0;
     double start_s = 0.0;
     double flops = 0.0;
+    KernelWork forward_work{};   // recorded (FORMAT.md, "Kernel work"); priced when price_work_
+    KernelWork backward_work{};
     int64_t activation_bytes = 0;
     std::vector<int32_t> used_params;  // checked accesses: they get gradients in backward
     // Activation checkpointing: the output bytes a checkpointed invocation keeps until its backward
@@ -122,9 +128,13 @@ class ReplayDriver {
   // `kind`: what the flops are, for the step's counts.
   enum class FlopsKind { model, recompute };
   void compute(double flops, FlopsKind kind = FlopsKind::model);
+  // Recorded kernel work: its GEMM flops as compute() does, the rest at the profile's rates.
+  void compute_work(const KernelWork& work, FlopsKind kind = FlopsKind::model);
   // ZeRO-Offload at the step's end: the copies counted since the last step over the host link and
   // host AdamW over the trained shard elements, on the compute stream (DeepSpeed waits for them).
   void optimizer_on_device();
+  // What the engine's optimizer step moves besides AdamW, priced with the kernel work's rates.
+  KernelWork optimizer_step_work(int64_t shard_elements, int64_t trained_params) const;
   void offload_at_step_end();
   void note_invalidations(const std::string& module);
   void add_finding(std::string kind, int32_t module, int32_t param, std::string detail);
@@ -133,6 +143,8 @@ class ReplayDriver {
   const Trace& trace_;
   const TrainConfig& config_;
   const HardwareProfile& hardware_;
+  const KernelRates kernel_rates_;
+  const bool price_work_;  // the trace records kernel work and the profile has the rates
   TraceModel& model_;
   Zero3Engine& engine_;
   Context& ctx_;
