@@ -760,36 +760,52 @@ def reproduce(case_directory, answer, path, versions, target, signature, python,
 FOREIGN_ENV = ("PYTHONPATH", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def verify_repro(path, timeout_s=VERIFY_TIMEOUT_S):
+# What gloo's threads print when they abort a process at its exit (SIGABRT), after the script's work
+# is done: now and then under load, in healthy scripts too, with or without destroy_process_group().
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def run_script(path, timeout_s):
     """Runs the script alone as its Run: line says (bash, in its folder, without PYTHONPATH or the
-    harness's torchrun variables) and keeps it only when it exits 1 and prints `reproduced:`;
-    otherwise removes it. -> {"verified", "why", "exit_code", "output_tail", "seconds"}."""
-    path = os.path.abspath(path)
-    command = run_line(path)
+    harness's torchrun variables). -> (exit code or None on a timeout, its output, seconds)."""
     env = {k: v for k, v in os.environ.items() if k not in FOREIGN_ENV}
     started = time.monotonic()
-    process = subprocess.Popen(["bash", "-c", command], cwd=os.path.dirname(path), env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                               start_new_session=True)
-    timed_out = False
+    process = subprocess.Popen(["bash", "-c", run_line(path)], cwd=os.path.dirname(path), env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               errors="replace", start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout_s)
+        code = process.returncode
     except subprocess.TimeoutExpired:
-        timed_out = True
         os.killpg(process.pid, signal.SIGKILL)  # the script's session: it and the ranks it spawned
         output, _ = process.communicate()
-    seconds = round(time.monotonic() - started, 1)
-    code = None if timed_out else process.returncode
+        code = None
+    return code, output, round(time.monotonic() - started, 1)
+
+
+def verify_repro(path, timeout_s=VERIFY_TIMEOUT_S):
+    """Runs the script alone (run_script) and keeps it only when it exits 1 and prints
+    `reproduced:`; otherwise removes it. A run that did not reproduce and died of gloo's abort at
+    exit (TEARDOWN_ABORT) runs once more, and `why` says so: that abort is the interpreter's
+    teardown, not the case. -> {"verified", "why", "exit_code", "output_tail", "seconds"}."""
+    path = os.path.abspath(path)
+    code, output, seconds = run_script(path, timeout_s)
     lines = output.splitlines()
     verdict = next((line for line in reversed(lines) if line.startswith(("reproduced:", "not reproduced:"))), "")
+    retried = ""
+    if not (code == 1 and verdict.startswith("reproduced:")) and TEARDOWN_ABORT in output:
+        code, output, more = run_script(path, timeout_s)
+        seconds, retried = seconds + more, " (run twice: the first run died of gloo's abort at exit)"
+        lines = output.splitlines()
+        verdict = next((line for line in reversed(lines) if line.startswith(("reproduced:", "not reproduced:"))), "")
     verified = code == 1 and verdict.startswith("reproduced:")
     tail = "\n".join(lines[-40:])[-6000:]
     if verified:
-        why = verdict
+        why = verdict + retried
     else:  # the exit, the verdict, and what the script printed just before it (the failure it saw)
         before = [line for line in lines if line.strip() and line != verdict][-4:]
-        why = (f"no exit within {timeout_s} s" if timed_out else f"exit {code}") + \
-            f": {verdict or 'no verdict printed'}; its output ended: {' | '.join(before)[-600:]}"
+        why = (f"no exit within {timeout_s} s" if code is None else f"exit {code}") + \
+            f": {verdict or 'no verdict printed'}{retried}; its output ended: {' | '.join(before)[-600:]}"
         try:
             os.remove(path)
         except FileNotFoundError:
