@@ -36,7 +36,7 @@ OracleTolerance single_process_tolerance(bool bf16) {
 OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const std::vector<OptimizerSlot>& state,
                                      const std::vector<StepStats>& reference_steps,
                                      const std::vector<OptimizerSlot>& reference_state,
-                                     const std::vector<std::string>& param_names) {
+                                     const std::vector<std::string>& param_names, float adamw_beta2) {
   OracleDifferences found;
   const size_t step_count = std::min(steps.size(), reference_steps.size());
   for (size_t i = 0; i < step_count; ++i) {
@@ -54,7 +54,11 @@ OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const 
   for (size_t id = 0; id < std::min(state.size(), reference_state.size()); ++id) {
     const std::vector<float> a = state[id].master.to_floats();
     const std::vector<float> b = reference_state[id].master.to_floats();
+    const Tensor& moment = reference_state[id].exp_avg_sq;
+    const std::vector<float> v = moment.defined() && !moment.is_meta() ? moment.to_floats() : std::vector<float>{};
+    const double weight_of_a_step = std::max(1.0 - static_cast<double>(adamw_beta2), 1e-12);
     for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      if (i < v.size() && std::sqrt(static_cast<double>(v[i]) / weight_of_a_step) < kOracleGradientNoise) continue;
       const double difference = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
       if (difference > found.parameter_absolute) {
         found.parameter_absolute = difference;
@@ -78,7 +82,7 @@ OracleDifferences differences_to_single_process(const DistributedRunOptions& opt
       {.config = options.config, .seed = options.seed, .steps = options.steps, .global_ranks = options.world,
        .resume = resume ? &*resume : nullptr});
   return oracle_differences(run.steps, run.final_state, reference.steps, reference.final_state,
-                            built.model->parameter_names());
+                            built.model->parameter_names(), options.config.adamw.beta2);
 }
 
 std::string oracle_violations(const OracleDifferences& found, const OracleTolerance& tolerance) {

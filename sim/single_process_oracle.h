@@ -36,11 +36,17 @@ struct OracleDifferences {
   std::string parameter{};          // whose
 };
 
-// Compares steps and state with one another (the first are the distributed run's).
+// Compares steps and state with one another (the first are the distributed run's). A master weight
+// element whose gradient was never above kOracleGradientNoise, by the reference's AdamW second moment
+// (sqrt(v / (1 - beta2)) bounds the largest gradient it saw), is not compared: its true gradient is
+// 0 (a key bias, which only shifts each row of attention scores), and AdamW turns either side's
+// rounding into steps of up to lr in directions that differ. Elements without moments (frozen
+// parameters, which must not move) are all compared.
+constexpr double kOracleGradientNoise = 1e-5;
 OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const std::vector<OptimizerSlot>& state,
                                      const std::vector<StepStats>& reference_steps,
                                      const std::vector<OptimizerSlot>& reference_state,
-                                     const std::vector<std::string>& param_names);
+                                     const std::vector<std::string>& param_names, float adamw_beta2);
 // Trains the single-process reference for `options` (same model, seed, data, config, steps, on
 // options.world ranks' worth of data; from options.load_checkpoint when set) on cpu and compares.
 OracleDifferences differences_to_single_process(const DistributedRunOptions& options,
