@@ -54,11 +54,9 @@ OracleDifferences oracle_differences(const std::vector<StepStats>& steps, const 
   for (size_t id = 0; id < std::min(state.size(), reference_state.size()); ++id) {
     const std::vector<float> a = state[id].master.to_floats();
     const std::vector<float> b = reference_state[id].master.to_floats();
-    const Tensor& moment = reference_state[id].exp_avg_sq;
-    const std::vector<float> v = moment.defined() && !moment.is_meta() ? moment.to_floats() : std::vector<float>{};
-    const double weight_of_a_step = std::max(1.0 - static_cast<double>(adamw_beta2), 1e-12);
+    const std::vector<float> gradient = largest_gradient_bounds(reference_state[id], adamw_beta2);
     for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-      if (i < v.size() && std::sqrt(static_cast<double>(v[i]) / weight_of_a_step) < kOracleGradientNoise) continue;
+      if (i < gradient.size() && gradient[i] < kOracleGradientNoise) continue;
       const double difference = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
       if (difference > found.parameter_absolute) {
         found.parameter_absolute = difference;

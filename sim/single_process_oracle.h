@@ -38,7 +38,7 @@ struct OracleDifferences {
 
 // Compares steps and state with one another (the first are the distributed run's). A master weight
 // element whose gradient was never above kOracleGradientNoise, by the reference's AdamW second moment
-// (sqrt(v / (1 - beta2)) bounds the largest gradient it saw), is not compared: its true gradient is
+// (largest_gradient_bounds, core/training/optimizer.h), is not compared: its true gradient is
 // 0 (a key bias, which only shifts each row of attention scores), and AdamW turns either side's
 // rounding into steps of up to lr in directions that differ. Elements without moments (frozen
 // parameters, which must not move) are all compared.

@@ -1,6 +1,7 @@
 // Gradient averaging, accumulation, the canonical norm, clipping and AdamW.
 #include "core/training/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/base/errors.h"
@@ -14,6 +15,14 @@ OptimizerSlot make_optimizer_slot(Kernels& kernels, const Tensor& initial_values
   slot.exp_avg = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
   slot.exp_avg_sq = Tensor::zeros(initial_values.shape(), DType::f32, initial_values.device());
   return slot;
+}
+
+std::vector<float> largest_gradient_bounds(const OptimizerSlot& slot, float beta2) {
+  std::vector<float> bounds;
+  if (!slot.exp_avg_sq.defined() || slot.exp_avg_sq.is_meta()) return bounds;
+  const float weight_of_a_step = std::max(1.0f - beta2, 1e-12f);
+  for (float v : slot.exp_avg_sq.to_floats()) bounds.push_back(std::sqrt(v / weight_of_a_step));
+  return bounds;
 }
 
 void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world) {

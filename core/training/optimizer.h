@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/tensor/kernels.h"
 #include "core/tensor/tensor.h"
@@ -34,6 +35,11 @@ struct OptimizerSlot {
 };
 // An f32 copy and zero moments, on the kernels' device (meta stays meta).
 OptimizerSlot make_optimizer_slot(Kernels& kernels, const Tensor& initial_values);
+// Per element, a bound on the largest gradient AdamW has seen: its second moment is a running mean
+// of squared gradients weighing each step's square by at least 1 - beta2, so sqrt(v / (1 - beta2))
+// bounds every one. Empty when the slot keeps no moments (a frozen parameter) or they are meta.
+// Comparisons use it to skip elements whose gradient was only rounding noise.
+std::vector<float> largest_gradient_bounds(const OptimizerSlot& slot, float beta2);
 
 // accum += summed * (1 / world). `summed` is the rank-order sum of one micro-step's gradients.
 void accumulate_average(Kernels& kernels, Tensor& accum, const Tensor& summed, int world);

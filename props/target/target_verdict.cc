@@ -256,18 +256,10 @@ RunSummary zero3_reference_run(const TargetCase& target_case) {
   RunSummary summary = summary_of(result);
   // A frozen parameter must not move at all: all of it is compared, at the plain tolerance.
   const std::set<std::string> frozen = frozen_parameters(target_case);
-  const float weight_of_a_step = std::max(1.0f - target_case.run.config.adamw.beta2, 1e-12f);
   for (size_t id = 0; id < result.final_state.size(); ++id) {
-    const OptimizerSlot& slot = result.final_state[id];
     const std::string& name = result.param_names.at(id);
     if (frozen.contains(name)) continue;
-    // AdamW's second moment is a running mean of the squared gradient that weighs each step's
-    // square by at least 1 - beta2: sqrt(v / (1 - beta2)) bounds the largest gradient it saw.
-    std::vector<float> sizes;
-    if (slot.exp_avg_sq.defined() && !slot.exp_avg_sq.is_meta()) {
-      for (float v : slot.exp_avg_sq.to_floats()) sizes.push_back(std::sqrt(v / weight_of_a_step));
-    }
-    summary.gradient_size[name] = std::move(sizes);
+    summary.gradient_size[name] = largest_gradient_bounds(result.final_state[id], target_case.run.config.adamw.beta2);
   }
   const std::map<std::string, Tensor> initial = initial_weights(target_case);
   const int world = target_case.run.world;
