@@ -11,25 +11,10 @@
 #include "core/base/errors.h"
 #include "core/base/json_reader.h"
 #include "core/models/model_zoo.h"
+#include "core/models/spec_error_test_support.h"
 
 namespace zero3 {
 namespace {
-
-// The InputError message of building `spec_text` from source "specs/bad.json".
-std::string spec_error(const std::string& spec_text) {
-  try {
-    build_model_from_spec(nlohmann::json::parse(spec_text), "specs/bad.json", {});
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(no InputError)";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& fragments) {
-  for (const std::string& fragment : fragments) {
-    EXPECT_NE(message.find(fragment), std::string::npos) << "missing '" << fragment << "' in: " << message;
-  }
-}
 
 const char* kLayersPrefix = R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 8, "loss": "mse", "layers": )";
 

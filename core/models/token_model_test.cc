@@ -6,24 +6,13 @@
 #include "core/models/markov_data.h"
 #include "core/models/model_zoo.h"
 #include "core/models/sequential_model.h"
+#include "core/models/spec_error_test_support.h"
 
 namespace zero3 {
 namespace {
 
-std::string spec_error(const std::string& spec_text) {
-  try {
-    build_model_from_spec(nlohmann::json::parse(spec_text), "specs/tokens.json", {});
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(no InputError)";
-}
-
-void expect_mentions(const std::string& message, const std::vector<std::string>& fragments) {
-  for (const std::string& fragment : fragments) {
-    EXPECT_NE(message.find(fragment), std::string::npos) << "missing '" << fragment << "' in: " << message;
-  }
-}
+// Bad token specs, from the source their messages name.
+std::string tokens_error(const std::string& spec_text) { return spec_error(spec_text, "specs/tokens.json"); }
 
 std::string tokens(const std::string& layers, const std::string& extra = "") {
   return R"({"zero3_model_spec": 1, "kind": "sequential", "vocab": 6, "context": 3, "loss": "cross_entropy", )" +
@@ -31,44 +20,44 @@ std::string tokens(const std::string& layers, const std::string& extra = "") {
 }
 
 TEST(TokenModel, TheFirstLayerMustBeTheEmbedding) {
-  expect_mentions(spec_error(tokens(R"([{"type": "linear", "out": 6}])")),
+  expect_mentions(tokens_error(tokens(R"([{"type": "linear", "out": 6}])")),
                   {"specs/tokens.json", "/layers/0", "an embedding layer first"});
-  expect_mentions(spec_error(tokens("[]")), {"/layers/0", "an embedding layer first"});
+  expect_mentions(tokens_error(tokens("[]")), {"/layers/0", "an embedding layer first"});
 }
 
 TEST(TokenModel, AnEmbeddingElsewhereIsRefused) {
-  expect_mentions(spec_error(tokens(R"([{"type": "embedding", "dim": 4}, {"type": "embedding", "dim": 6}])")),
+  expect_mentions(tokens_error(tokens(R"([{"type": "embedding", "dim": 4}, {"type": "embedding", "dim": 6}])")),
                   {"/layers/1/type", "only be layers.0 of a model with a \"vocab\""});
-  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 2, "loss": "mse",
+  expect_mentions(tokens_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 2, "loss": "mse",
                                   "layers": [{"type": "embedding", "dim": 2}]})"),
                   {"/layers/0/type", "only be layers.0"});
 }
 
 TEST(TokenModel, InputWidthContextAndLossMustFitATokenModel) {
-  expect_mentions(spec_error(tokens(R"([{"type": "embedding", "dim": 6}])", R"("input_width": 4, )")),
+  expect_mentions(tokens_error(tokens(R"([{"type": "embedding", "dim": 6}])", R"("input_width": 4, )")),
                   {"/input_width", "expected no input_width"});
-  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 2, "context": 4,
+  expect_mentions(tokens_error(R"({"zero3_model_spec": 1, "kind": "sequential", "input_width": 2, "context": 4,
                                   "loss": "mse", "layers": [{"type": "linear", "out": 1}]})"),
                   {"/context", "only with a \"vocab\""});
-  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "vocab": 6, "loss": "cross_entropy",
+  expect_mentions(tokens_error(R"({"zero3_model_spec": 1, "kind": "sequential", "vocab": 6, "loss": "cross_entropy",
                                   "layers": [{"type": "embedding", "dim": 6}]})"),
                   {"/context", "missing"});
-  expect_mentions(spec_error(R"({"zero3_model_spec": 1, "kind": "sequential", "vocab": 6, "context": 2,
+  expect_mentions(tokens_error(R"({"zero3_model_spec": 1, "kind": "sequential", "vocab": 6, "context": 2,
                                   "loss": "mse", "layers": [{"type": "embedding", "dim": 6}]})"),
                   {"/loss", "\"cross_entropy\" (a token model predicts the next token)"});
 }
 
 TEST(TokenModel, TheHeadMustGiveOneLogitPerToken) {
-  expect_mentions(spec_error(tokens(R"([{"type": "embedding", "dim": 4}, {"type": "linear", "out": 5}])")),
+  expect_mentions(tokens_error(tokens(R"([{"type": "embedding", "dim": 4}, {"type": "linear", "out": 5}])")),
                   {"/layers", "one logit per token of the vocab (6)", "got width 5"});
 }
 
 TEST(TokenModel, AttentionHeadsMustDivideTheWidth) {
-  expect_mentions(spec_error(tokens(R"([{"type": "embedding", "dim": 4},
+  expect_mentions(tokens_error(tokens(R"([{"type": "embedding", "dim": 4},
                                         {"type": "causal_self_attention", "heads": 3},
                                         {"type": "tied_linear", "tie_to": "layers.0"}])")),
                   {"/layers/1/heads", "divides the input width 4", "got 3"});
-  expect_mentions(spec_error(tokens(R"([{"type": "embedding", "dim": 4},
+  expect_mentions(tokens_error(tokens(R"([{"type": "embedding", "dim": 4},
                                         {"type": "causal_self_attention", "heads": 2, "bais": true}])")),
                   {"/layers/1/bais", "unknown key", "proj_bias"});
 }

@@ -179,17 +179,22 @@ TEST(TargetFuzzer, AHangThatAFreshLongerRunDoesNotRepeatIsFlakyNeverAFinding) {
   for (const RunRequest& run : fresh_runs) EXPECT_GE(run.timeout_s, 300.0) << "a hang is confirmed with a longer limit";
 }
 
-TEST(TargetFuzzer, AFindingIsConfirmedAloneBeforeShrinkingAndItsShrunkCaseAgain) {
-  int64_t fresh_runs = 0;
+// A runner that crashes on every case with a zero-sized parameter, counting the fresh (confirming) runs.
+AskRunner zero_sized_crash_counting_fresh_runs(int64_t& fresh_runs) {
   const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {
     if (!has_zero_sized_parameter(directory)) return false;
     answer = crash_answer("param status NOT_AVAILABLE");
     return true;
   });
-  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) {
+  return [crash, &fresh_runs](const std::string& directory, const RunRequest& run) {
     fresh_runs += run.fresh ? 1 : 0;
     return crash(directory, run);
   };
+}
+
+TEST(TargetFuzzer, AFindingIsConfirmedAloneBeforeShrinkingAndItsShrunkCaseAgain) {
+  int64_t fresh_runs = 0;
+  const AskRunner ask = zero_sized_crash_counting_fresh_runs(fresh_runs);
   const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 3, .work_dir = work_dir("confirmed")}, ask);
   ASSERT_EQ(report.findings.size(), 1u);
   EXPECT_EQ(fresh_runs, 2) << "one confirming run of the generated case, one of the shrunk case";
@@ -199,15 +204,7 @@ TEST(TargetFuzzer, AFindingIsConfirmedAloneBeforeShrinkingAndItsShrunkCaseAgain)
 
 TEST(TargetFuzzer, ACampaignAskedForOneUnshrunkFindingEndsRightAfterConfirmingItOnce) {
   int64_t fresh_runs = 0;
-  const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {
-    if (!has_zero_sized_parameter(directory)) return false;
-    answer = crash_answer("param status NOT_AVAILABLE");
-    return true;
-  });
-  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) {
-    fresh_runs += run.fresh ? 1 : 0;
-    return crash(directory, run);
-  };
+  const AskRunner ask = zero_sized_crash_counting_fresh_runs(fresh_runs);
   const TargetFuzzReport report = run_target_fuzz(
       {.cases = 40, .seed = 3, .work_dir = work_dir("first-finding"), .shrink_budget_s = 0.0, .findings_max = 1}, ask);
   ASSERT_EQ(report.findings.size(), 1u);

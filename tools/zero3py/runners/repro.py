@@ -788,16 +788,18 @@ def verify_repro(path, timeout_s=VERIFY_TIMEOUT_S):
     `reproduced:`; otherwise removes it. A run that did not reproduce and died of gloo's abort at
     exit (TEARDOWN_ABORT) runs once more, and `why` says so: that abort is the interpreter's
     teardown, not the case. -> {"verified", "why", "exit_code", "output_tail", "seconds"}."""
+    def verdict_of(lines):  # the script's last line saying whether it reproduced
+        return next((line for line in reversed(lines) if line.startswith(("reproduced:", "not reproduced:"))), "")
+
     path = os.path.abspath(path)
     code, output, seconds = run_script(path, timeout_s)
-    lines = output.splitlines()
-    verdict = next((line for line in reversed(lines) if line.startswith(("reproduced:", "not reproduced:"))), "")
-    retried = ""
+    lines, retried = output.splitlines(), ""
+    verdict = verdict_of(lines)
     if not (code == 1 and verdict.startswith("reproduced:")) and TEARDOWN_ABORT in output:
         code, output, more = run_script(path, timeout_s)
         seconds, retried = seconds + more, " (run twice: the first run died of gloo's abort at exit)"
         lines = output.splitlines()
-        verdict = next((line for line in reversed(lines) if line.startswith(("reproduced:", "not reproduced:"))), "")
+        verdict = verdict_of(lines)
     verified = code == 1 and verdict.startswith("reproduced:")
     tail = "\n".join(lines[-40:])[-6000:]
     if verified:
