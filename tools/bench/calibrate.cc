@@ -14,6 +14,7 @@
 #include "core/base/stopwatch.h"
 #include "core/models/model_zoo.h"
 #include "core/nn/model.h"
+#include "core/sharding/partition.h"
 #include "sim/hardware_profile.h"
 #include "traces/format/work_counting_kernels.h"
 
@@ -158,12 +159,37 @@ double measure_memory_bandwidth(Communicator& comm, Kernels& kernels, const Cali
   return 2.0 * static_cast<double>(in.bytes()) / seconds;  // read and written
 }
 
-double measure_adamw(Communicator& comm, Kernels& kernels, const CalibrateOptions& options) {
-  const int64_t elements = int64_t{1} << 20;
-  Tensor param = filled({elements}, 1.0f), grad = filled({elements}, 0.01f), m = Tensor::zeros({elements}),
-         v = Tensor::zeros({elements});
-  const double seconds = time_together(comm, options.seconds_per_figure, [&] { kernels.adamw(param, grad, m, v, {}); });
-  return static_cast<double>(elements) / seconds;
+// The optimizer step as the engine runs it (core/zero3/zero3_step.cc) over one buffer of this
+// rank's shard size (every trained parameter's shard, summed): a small model's shards sit in the
+// caches, a large one's stream from memory, and the rates differ by several times between the two.
+struct OptimizerRates {
+  int64_t shard_elements = 0;
+  double adamw_elements_per_s = 0.0;
+  // The passes besides AdamW (replay_driver.cc optimizer_step_work): the norm's sum of squares
+  // reads the gradient (4 B an element), the refresh casts the master into the compute shard
+  // (4 + 4 B), the gradient is zeroed (4 B); their bytes over their time.
+  double passes_bytes_per_s = 0.0;
+};
+
+OptimizerRates measure_optimizer(Communicator& comm, Kernels& kernels, const CalibrateOptions& options) {
+  OptimizerRates rates;
+  const BuiltModel built = build_model(options.model, {.seed = 1});
+  for (const Parameter* param : built.model->parameters()) {
+    if (param->requires_grad()) rates.shard_elements += shard_numel(param->numel(), comm.world());
+  }
+  const int64_t elements = std::max<int64_t>(rates.shard_elements, 1);
+  Tensor master = filled({elements}, 1.0f), grad = filled({elements}, 0.01f), m = Tensor::zeros({elements}),
+         v = Tensor::zeros({elements}), compute = Tensor::zeros({elements}), norm = Tensor::zeros({1});
+  const double adamw_s =
+      time_together(comm, options.seconds_per_figure, [&] { kernels.adamw(master, grad, m, v, {}); });
+  rates.adamw_elements_per_s = static_cast<double>(elements) / adamw_s;
+  const double passes_s = time_together(comm, options.seconds_per_figure, [&] {
+    kernels.sum_of_squares_into({{&grad, 0, elements}}, norm, 0);
+    kernels.copy(master, compute);
+    kernels.fill(grad, 0.01f);  // the zeroing's bytes, with a value the next round can square
+  });
+  rates.passes_bytes_per_s = 16.0 * static_cast<double>(elements) / passes_s;
+  return rates;
 }
 
 // The model's activation shapes, what its memory-bound kernels and transcendentals run over.
@@ -341,9 +367,13 @@ nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const Cal
   const nlohmann::json gemms = measure_gemms(comm, kernels, options, progress, flops_per_s);
   if (comm.rank() == 0) progress << "calibrate: memory bandwidth and AdamW\n" << std::flush;
   const double memory_bytes_per_s = measure_memory_bandwidth(comm, kernels, options);
-  const double adamw_elements_per_s = measure_adamw(comm, kernels, options);
+  const OptimizerRates optimizer = measure_optimizer(comm, kernels, options);
   nlohmann::json measured = {{"gemm", gemms}, {"memory_bytes_per_s", memory_bytes_per_s},
-                             {"adamw_elements_per_s", adamw_elements_per_s}};
+                             {"adamw_elements_per_s", optimizer.adamw_elements_per_s},
+                             {"optimizer_shard_elements", optimizer.shard_elements},
+                             {"optimizer_passes_bytes_per_s", optimizer.passes_bytes_per_s}};
+  const std::string at_shard = " over " + std::to_string(optimizer.shard_elements) +
+                               " f32 elements, this rank's shard of every trained parameter of " + options.model;
   if (comm.rank() == 0) progress << "calibrate: kernel calls, memory-bound kernels and transcendentals\n" << std::flush;
   nlohmann::json kernel_rates = nlohmann::json::object();
   measured["kernel_work"] = measure_kernel_work(comm, kernels, options, kernel_rates);
@@ -359,10 +389,13 @@ nlohmann::json calibrate_machine(Communicator& comm, Kernels& kernels, const Cal
       {"gpus_per_node", world},
       {"host_link", {{"bytes_per_s", memory_bytes_per_s / 2.0},
                      {"source", "a 64 MiB copy, bytes moved one way per second: the host is the device here"}}},
-      {"host_optimizer", {{"elements_per_s", adamw_elements_per_s},
-                          {"source", "AdamW (the engine's kernel) over 2^20 f32 elements"}}},
-      {"optimizer", {{"elements_per_s", adamw_elements_per_s},
-                     {"source", "AdamW (the engine's kernel) over 2^20 f32 elements: the device is this host"}}},
+      {"host_optimizer", {{"elements_per_s", optimizer.adamw_elements_per_s},
+                          {"source", "AdamW (the engine's kernel)" + at_shard}}},
+      {"optimizer", {{"elements_per_s", optimizer.adamw_elements_per_s},
+                     {"source", "AdamW (the engine's kernel)" + at_shard + ": the device is this host"}}},
+      {"optimizer_passes", {{"bytes_per_s", optimizer.passes_bytes_per_s},
+                            {"source", "the optimizer step's passes besides AdamW (the norm's sum of squares, the "
+                                       "refresh's cast, the gradient's zeroing: 16 B an element)" + at_shard}}},
   };
   if (options.measure_collectives && world >= 2) {
     if (comm.rank() == 0) progress << "calibrate: collectives over " << world << " ranks\n" << std::flush;

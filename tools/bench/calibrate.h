@@ -4,8 +4,10 @@
 // share the cores exactly as W training ranks do), rank 0 writes:
 //   - GEMM throughput at the model's own shapes: for each 2-D parameter [out, in] and T tokens per
 //     micro-step, the forward product and both backward ones (peak_flops, flops_efficiency 1);
-//   - memory bandwidth (a copy of a buffer larger than the caches) and AdamW's elements per second
-//     (the optimizer, on the host: host_optimizer);
+//   - memory bandwidth (a copy of a buffer larger than the caches), and the optimizer step over one
+//     buffer of the rank's shard size: AdamW's elements per second (optimizer, host_optimizer) and
+//     the bandwidth of its other passes, the norm, the refresh's cast and the zeroing
+//     (optimizer_passes);
 //   - the rates that price a trace's recorded kernel work (traces/replay/kernel_rates.h), at the
 //     model's activation shapes through the real kernels: memory_bandwidth (an add, a copy and a
 //     bias sum per width, bytes as the recorder counts them), transcendentals (GELU, cross-entropy,

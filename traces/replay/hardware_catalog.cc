@@ -32,6 +32,9 @@ void read_kernel_rates(const JsonReader& root, KernelRates& rates) {
   if (root.has("memory_bandwidth")) rates.memory_bytes_per_s = rate("memory_bandwidth", "bytes_per_s", 1e6, 1e15);
   if (root.has("transcendentals")) rates.transcendentals_per_s = rate("transcendentals", "per_s", 1e3, 1e15);
   if (root.has("kernel_call")) rates.call_s = rate("kernel_call", "seconds", 0.0, 1.0);
+  if (root.has("optimizer_passes")) {
+    rates.optimizer_passes_bytes_per_s = rate("optimizer_passes", "bytes_per_s", 1e6, 1e15);
+  }
   if ((root.has("transcendentals") || root.has("kernel_call")) && !root.has("memory_bandwidth")) {
     root.fail("\"memory_bandwidth\" with \"transcendentals\" and \"kernel_call\": they price recorded kernel work "
               "only together with it");
@@ -42,7 +45,7 @@ HardwareChoice hardware_from_json(const nlohmann::json& json, const std::string&
   const JsonReader root(json, source);
   root.expect_only_keys({"name", "source", "notes", "peak_flops", "flops_efficiency", "memory_bytes", "gpus_per_node",
                          "nvlink", "infiniband", "host_link", "host_optimizer", "optimizer", "reserve", "measured",
-                         "memory_bandwidth", "transcendentals", "kernel_call"});
+                         "memory_bandwidth", "transcendentals", "kernel_call", "optimizer_passes"});
   HardwareChoice choice;
   choice.name = root.at("name").as_string();
   root.at("source").as_string();  // required: every number says where it comes from

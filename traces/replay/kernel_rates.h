@@ -17,6 +17,10 @@ struct KernelRates {
   double memory_bytes_per_s = 0.0;     // read + written bytes a second; 0: not in the profile
   double transcendentals_per_s = 0.0;  // 0: not priced
   double call_s = 0.0;                 // per kernel call, over its work
+  // The optimizer step's passes besides AdamW (norm, refresh, zeroing) stream the rank's whole
+  // shard, past the caches a model's activations fit in: their own bandwidth when the profile
+  // measured it (`optimizer_passes`), else memory_bytes_per_s.
+  double optimizer_passes_bytes_per_s = 0.0;
   bool prices_work() const { return memory_bytes_per_s > 0.0; }
 };
 

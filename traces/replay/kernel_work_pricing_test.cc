@@ -55,6 +55,16 @@ TEST(KernelWorkPricing, ModulesAndTheLossArePricedFromTheirRecordedWorkAtEachRat
   EXPECT_DOUBLE_EQ(result.ranks[0].step_model_flops.at(0), 6000.0) << "the recorded GEMM flops, forward and backward";
 }
 
+TEST(KernelWorkPricing, TheOptimizerPassesStreamAtTheirOwnBandwidthWhenTheProfileMeasuredIt) {
+  const Trace trace = read_trace(worked_trace(), "priced.json");
+  KernelRates rates{.memory_bytes_per_s = 100.0, .transcendentals_per_s = 10.0, .call_s = 0.5};
+  const double at_memory_bandwidth = step_compute_s(trace, toy_options(rates));
+  rates.optimizer_passes_bytes_per_s = 25.0;  // a shard past the caches: four times slower
+  // The same 32 x 16 bytes of passes, now at 25 B/s instead of 100; the modules' work unchanged.
+  EXPECT_DOUBLE_EQ(step_compute_s(trace, toy_options(rates)) - at_memory_bandwidth,
+                   32.0 * 16.0 / 25.0 - 32.0 * 16.0 / 100.0);
+}
+
 TEST(KernelWorkPricing, WithoutTheRatesOrWithoutRecordedWorkTheFlopsAreDerivedAndBackwardIsTwiceForward) {
   // 2 flops per weight element and token: 2 x 8 x 32 = 512 forward, 1024 backward.
   const double derived = (512.0 + 1024.0) / 1e3;
@@ -83,6 +93,10 @@ TEST(KernelWorkPricing, TheProfileFilesRatesAreReadAndBadOnesNameTheirPath) {
   EXPECT_EQ(choice.kernel_rates.memory_bytes_per_s, 2e10);
   EXPECT_EQ(choice.kernel_rates.transcendentals_per_s, 3e8);
   EXPECT_EQ(choice.kernel_rates.call_s, 4e-6);
+  EXPECT_EQ(choice.kernel_rates.optimizer_passes_bytes_per_s, 0.0) << "absent: the passes at memory_bandwidth";
+  nlohmann::json with_passes = profile();
+  with_passes["optimizer_passes"] = {{"bytes_per_s", 5e9}, {"source", "a shard-sized norm, cast and zeroing"}};
+  EXPECT_EQ(hardware_from_json(with_passes, "toy.json", 2).kernel_rates.optimizer_passes_bytes_per_s, 5e9);
   EXPECT_FALSE(load_hardware("h100", 8).kernel_rates.prices_work()) << "datasheet profiles say no such rates";
   const auto error_of = [](const nlohmann::json& json) {
     try {

@@ -111,7 +111,11 @@ void ReplayDriver::optimizer_on_device() {
     clock_.advance_s(static_cast<double>(elements) / hardware_.optimizer_elements_per_s);
     out_.compute_busy_s += clock_.now_s() - before_s;
   }
-  if (price_work_) compute_work(optimizer_step_work(elements, trained));
+  if (price_work_) {
+    KernelRates passes = kernel_rates_;
+    if (passes.optimizer_passes_bytes_per_s > 0.0) passes.memory_bytes_per_s = passes.optimizer_passes_bytes_per_s;
+    compute_work(optimizer_step_work(elements, trained), FlopsKind::model, passes);
+  }
 }
 
 KernelWork ReplayDriver::optimizer_step_work(int64_t shard_elements, int64_t trained_params) const {
@@ -406,9 +410,9 @@ void ReplayDriver::compute(double flops, FlopsKind kind) {
   out_.compute_busy_s += clock_.now_s() - before_s;
 }
 
-void ReplayDriver::compute_work(const KernelWork& work, FlopsKind kind) {
+void ReplayDriver::compute_work(const KernelWork& work, FlopsKind kind, const std::optional<KernelRates>& rates) {
   compute(work.flops, kind);
-  const double seconds = non_gemm_seconds(work, kernel_rates_);
+  const double seconds = non_gemm_seconds(work, rates.value_or(kernel_rates_));
   if (seconds <= 0.0) return;
   const double before_s = clock_.now_s();
   clock_.advance_s(seconds);

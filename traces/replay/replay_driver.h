@@ -11,6 +11,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -129,7 +130,9 @@ class ReplayDriver {
   enum class FlopsKind { model, recompute };
   void compute(double flops, FlopsKind kind = FlopsKind::model);
   // Recorded kernel work: its GEMM flops as compute() does, the rest at the profile's rates.
-  void compute_work(const KernelWork& work, FlopsKind kind = FlopsKind::model);
+  // At `rates` when given (the optimizer's passes), else the profile's kernel rates.
+  void compute_work(const KernelWork& work, FlopsKind kind = FlopsKind::model,
+                    const std::optional<KernelRates>& rates = std::nullopt);
   // ZeRO-Offload at the step's end: the copies counted since the last step over the host link and
   // host AdamW over the trained shard elements, on the compute stream (DeepSpeed waits for them).
   void optimizer_on_device();
