@@ -1,7 +1,9 @@
 // Target cases: generating them, and writing and reading their case directories (target_case.h).
 #include "props/target/target_case.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <ostream>
 
 #include "core/base/atomic_file.h"
@@ -47,9 +49,50 @@ void avoid_shift_invariant_loss(nlohmann::json& spec) {
   if (shifts) spec["loss"] = "mse";
 }
 
+// TargetSpace::levers: each lever off in most cases; the first choice of each draw is off, and
+// RapidCheck shrinks a weighted element toward its first choice.
+void draw_target_levers(const ModelFacts& facts, int world, TrainConfig& config) {
+  ZeroConfig& zero = config.zero;
+  zero.stage = *gen_weighted_element<int>({{6, 3}, {1, 1}, {1, 2}});
+  zero.offload_optimizer = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
+  if (zero.stage == 3) {
+    // DeepSpeed offloads parameters at stage 3 only, and hpZ is a stage-3 scheme beside HSDP.
+    zero.offload_param = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
+    std::vector<int> inner;
+    for (int size = 2; size < world; ++size) {
+      if (world % size == 0) inner.push_back(size);
+    }
+    if (zero.shard_group_size == 0 && !inner.empty() && *gen_weighted_element<bool>({{1, false}, {1, true}})) {
+      zero.hpz_group_size = *rc::gen::elementOf(inner);
+    }
+  }
+  std::vector<std::string> types;
+  std::copy_if(kCheckpointableTypes.begin(), kCheckpointableTypes.end(), std::back_inserter(types),
+               [&](const std::string& type) {
+                 return std::find(facts.checkpoint_candidates.begin(), facts.checkpoint_candidates.end(), type) !=
+                        facts.checkpoint_candidates.end();
+               });
+  if (!types.empty() && *gen_weighted_element<bool>({{2, false}, {1, true}})) {
+    const int64_t count = *gen_weighted_element<int64_t>({{3, 1}, {1, 2}});
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string type = *rc::gen::elementOf(types);
+      if (std::find(config.checkpoint_modules.begin(), config.checkpoint_modules.end(), type) ==
+          config.checkpoint_modules.end()) {
+        config.checkpoint_modules.push_back(type);
+      }
+    }
+  }
+}
+
+const char* offload_name(OffloadDevice device) { return device == OffloadDevice::cpu ? "cpu" : "none"; }
+
+OffloadDevice read_offload(const JsonReader& reader) {
+  return reader.as_choice({"none", "cpu"}) == "cpu" ? OffloadDevice::cpu : OffloadDevice::none;
+}
+
 }  // namespace
 
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups, bool transformer) {
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, const TargetSpace& space) {
   return rc::gen::exec([=] {
     TargetCase target_case;
     FuzzCase& run = target_case.run;
@@ -65,25 +108,25 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups, 
         }
       }
     }
-    run.world = shard_groups && !worlds_with_blocks.empty()
+    run.world = space.shard_groups && !worlds_with_blocks.empty()
                     ? *rc::gen::elementOf(worlds_with_blocks)
                     : *rc::gen::weightedOneOf<int>(
                           {{3, rc::gen::just(std::min(2, max_ranks))}, {2, rc::gen::inRange(1, max_ranks + 1)}});
     run.model_spec = *rc::gen::suchThat(
-        gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false, .transformer = transformer},
+        gen_model_spec(run.world, {.moe = true, .raw_foreign = true, .require_moe = false, .transformer = space.transformer},
                        /*trap_motif=*/true),
         has_trainable_parameter);
     avoid_shift_invariant_loss(run.model_spec);
     const ModelFacts facts = model_facts(run.model_spec, {});
     // MoE routes differently on each rank: a leaf on W > 1, as a DeepSpeed user must make it. The
-    // memory levers stay off: case.json has no field for them, so a replayed case would lose them.
+    // levers are drawn below, for the runners' case.json fields only (TargetSpace::levers).
     run.config = *gen_train_config(facts, {.require_moe_leaf = facts.has_moe && run.world > 1, .levers = false});
     run.config.bf16 = false;
     // Only "moe" maps onto the runners' torch modules (their containers are named otherwise than
     // zero3's sequential bodies), so other leaf choices stay with the zero3-only properties.
     std::erase_if(run.config.zero.leaf_modules, [](const std::string& leaf) { return leaf != "moe"; });
-    // The config draws no group (no world given); case.json has no hpZ field (PROTOCOL.md).
-    if (shard_groups) {
+    // The config draws no group (no world given): HSDP here, hpZ with the levers below.
+    if (space.shard_groups) {
       // HSDP blocks strictly inside the world (G = 1 and G = W are DDP and flat sharding), in 2 of
       // 3 cases where there are any; shrinks toward flat sharding.
       std::vector<int> inner;
@@ -100,6 +143,8 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups, 
     // DeepSpeed gathers an attribute read on access: drawn five times as often as each other way.
     target_case.raw_access = *gen_weighted_element<std::string>(
         {{5, kRawAccessWays[0]}, {1, kRawAccessWays[1]}, {1, kRawAccessWays[2]}, {1, kRawAccessWays[3]}});
+    if (space.levers) draw_target_levers(facts, run.world, run.config);
+    if (space.bf16) run.config.bf16 = *gen_weighted_element<bool>({{2, false}, {1, true}});
     return target_case;
   });
 }
@@ -116,7 +161,7 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
       {"seed", run.seed},
       {"micro_batch", config.micro_batch_size},
       {"gas", config.gradient_accumulation_steps},
-      {"dtype", "f32"},
+      {"dtype", config.bf16 ? "bf16" : "f32"},
       {"optimizer",
        {{"type", "AdamW"},
         {"lr", config.adamw.lr},
@@ -127,7 +172,7 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
       {"gradient_clipping", config.gradient_clipping},
       {"loss_scaling", "off"},
       {"zero",
-       {{"stage", 3},
+       {{"stage", zero.stage},
         {"param_persistence_threshold", zero.persistence_threshold},
         {"prefetch_bucket_size", zero.prefetch_bucket_elements},
         {"reduce_bucket_size", zero.reduce_bucket_elements},
@@ -138,17 +183,24 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
       {"torch", {{"raw_access", target_case.raw_access}, {"raw_gradient", target_case.raw_gradient}}},
       {"timeout_s", target_case.timeout_s},
   };
-  // Optional (PROTOCOL.md): a flat case's file stays byte for byte what it was before HSDP.
+  // Optional (PROTOCOL.md), written only when on: a case without them stays byte for byte what it
+  // was before they existed.
   if (zero.shard_group_size > 0) json["zero"]["shard_group_size"] = zero.shard_group_size;
+  if (zero.offload_optimizer != OffloadDevice::none) json["zero"]["offload_optimizer"] = offload_name(zero.offload_optimizer);
+  if (zero.offload_param != OffloadDevice::none) json["zero"]["offload_param"] = offload_name(zero.offload_param);
+  if (zero.hpz_group_size > 1) json["zero"]["hpz_partition_size"] = zero.hpz_group_size;
+  if (!config.checkpoint_modules.empty()) json["activation_checkpointing"] = config.checkpoint_modules;
   return json;
 }
 
 TargetCase target_case_from_json(const nlohmann::json& json, const std::string& source) {
   const JsonReader root(json, source);
-  root.expect_only_keys(kCaseKeys);
+  std::vector<std::string> case_keys = kCaseKeys;
+  case_keys.push_back("activation_checkpointing");  // optional: layer types run under checkpointing
+  root.expect_only_keys(case_keys);
   for (const std::string& key : kCaseKeys) root.at(key);  // every key is required
   if (root.at("zero3_case").as_int(0, 1 << 20) != kCaseVersion) root.at("zero3_case").fail("1");
-  root.at("dtype").as_choice({"f32"});
+  const bool bf16 = root.at("dtype").as_choice({"f32", "bf16"}) == "bf16";
   root.at("loss_scaling").as_choice({"off"});
   TargetCase target_case;
   FuzzCase& run = target_case.run;
@@ -158,7 +210,7 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
   run.steps = root.at("steps").as_int(1, 1'000'000);
   run.seed = static_cast<uint64_t>(root.at("seed").as_int(0, int64_t{1} << 62));
   TrainConfig& config = run.config;
-  config.bf16 = false;
+  config.bf16 = bf16;
   config.micro_batch_size = root.at("micro_batch").as_int(1, 1 << 20);
   config.gradient_accumulation_steps = root.at("gas").as_int(1, 1 << 20);
   config.gradient_clipping = static_cast<float>(root.at("gradient_clipping").as_number(0.0, 1e30));
@@ -176,10 +228,11 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
 
   const JsonReader zero_json = root.at("zero");
   std::vector<std::string> zero_keys = kZeroKeys;
-  zero_keys.push_back("shard_group_size");  // optional: HSDP's block
+  // Optional: HSDP's block, the offloads, hpZ's block.
+  zero_keys.insert(zero_keys.end(), {"shard_group_size", "offload_optimizer", "offload_param", "hpz_partition_size"});
   zero_json.expect_only_keys(zero_keys);
-  if (zero_json.at("stage").as_int(0, 3) != 3) zero_json.at("stage").fail("3");
   ZeroConfig& zero = config.zero;
+  zero.stage = static_cast<int>(zero_json.at("stage").as_int(1, 3));
   zero.persistence_threshold = zero_json.at("param_persistence_threshold").as_int(0, kElementsMax);
   zero.prefetch_bucket_elements = zero_json.at("prefetch_bucket_size").as_int(0, kElementsMax);
   zero.reduce_bucket_elements = zero_json.at("reduce_bucket_size").as_int(1, kElementsMax);
@@ -192,6 +245,28 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
     const JsonReader group = zero_json.at("shard_group_size");
     zero.shard_group_size = static_cast<int>(group.as_int(0, run.world));
     if (zero.shard_group_size > 0 && run.world % zero.shard_group_size != 0) group.fail("0 or a divisor of /world");
+  }
+  if (zero_json.has("offload_optimizer")) zero.offload_optimizer = read_offload(zero_json.at("offload_optimizer"));
+  if (zero_json.has("offload_param")) {
+    zero.offload_param = read_offload(zero_json.at("offload_param"));
+    if (zero.offload_param != OffloadDevice::none && zero.stage != 3) {
+      zero_json.at("offload_param").fail("\"none\" below stage 3 (parameters are offloaded at stage 3 only)");
+    }
+  }
+  if (zero_json.has("hpz_partition_size")) {
+    const JsonReader hpz = zero_json.at("hpz_partition_size");
+    zero.hpz_group_size = std::max(1, static_cast<int>(hpz.as_int(0, run.world)));
+    const bool inside = zero.hpz_group_size > 1;
+    if (inside && (run.world % zero.hpz_group_size != 0 || zero.hpz_group_size == run.world)) {
+      hpz.fail("0, 1 or a divisor of /world below it");
+    }
+    if (inside && (zero.stage != 3 || zero.shard_group_size > 0)) hpz.fail("0 or 1 unless stage 3 without shard_group_size");
+  }
+  if (root.has("activation_checkpointing")) {
+    const JsonReader modules = root.at("activation_checkpointing");
+    for (size_t index = 0; index < modules.size(); ++index) {
+      config.checkpoint_modules.push_back(modules.at(index).as_choice(kCheckpointableTypes));
+    }
   }
 
   const JsonReader torch = root.at("torch");

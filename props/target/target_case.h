@@ -25,21 +25,39 @@ inline const std::vector<std::string> kRawAccessWays = {"cached_reference", "own
 
 struct TargetCase {
   // Model spec, world, seed, steps and config (micro-batch, gas, clipping, AdamW, ZeRO sizes and
-  // leaf modules). f32 only, no injections, no faults: the framework is what is under test.
+  // leaf modules, the levers, f32 or bf16). No injections, no faults: the framework is under test.
   FuzzCase run;
   std::string raw_access = "cached_reference";
   bool raw_gradient = false;
   double timeout_s = 60.0;
 };
 
+// The zero3 layer types a runner can checkpoint (PROTOCOL.md, `activation_checkpointing`): the ones
+// its torch twin has a module class of its own for.
+inline const std::vector<std::string> kCheckpointableTypes = {"linear", "layer_norm", "causal_self_attention",
+                                                              "embedding", "moe", "mlp"};
+
+// What a campaign draws beyond the first space (flat ZeRO-3, f32, small feature models). Each part
+// is off by default, and with every part off the draws are exactly those of before, so earlier
+// campaigns' seeds still give their cases.
+struct TargetSpace {
+  // Worlds that hold a block strictly inside them (4, 6, 8, ... up to max_ranks) and HSDP in 2 of 3
+  // of those cases (zero.shard_group_size).
+  bool shard_groups = false;
+  // The model space of zero3's own fuzz: half the models token models with transformer blocks,
+  // attention among the layers (generators.cc gen_model_spec).
+  bool transformer = false;
+  // The levers, each off in most cases and shrinking toward off: ZeRO stages 1 and 2, optimizer and
+  // parameter offload to the CPU, hpZ blocks, activation checkpointing of layer types.
+  bool levers = false;
+  // bf16 compute with f32 master weights in 1 of 3 cases (zero3's bf16.enabled, DeepSpeed's bf16
+  // mode, FSDP2's MixedPrecisionPolicy), judged at bf16's tolerances (target_verdict.h).
+  bool bf16 = false;
+};
+
 // W in 1..max_ranks (2 most often), any generated layer (broadcast traps, frozen, tied, zero-sized,
-// MoE as a leaf on W > 1), every way a trap reaches its parameter. With `shard_groups`, worlds that
-// hold a block strictly inside them (4, 6, 8, ... up to max_ranks) and HSDP in 2 of 3 of those
-// cases (zero.shard_group_size); without it the draws are exactly those of before, so earlier
-// campaigns' seeds still give their cases. With `transformer`, the model space of zero3's own fuzz:
-// half the models token models with transformer blocks, attention among the layers
-// (generators.cc gen_model_spec); without it, again the draws of before.
-rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, bool shard_groups = false, bool transformer = false);
+// MoE as a leaf on W > 1), every way a trap reaches its parameter, and what `space` adds.
+rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, const TargetSpace& space = {});
 
 // case.json (PROTOCOL.md): every hyperparameter a framework has a default for is written out.
 nlohmann::json target_case_json(const TargetCase& target_case);

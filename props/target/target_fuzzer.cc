@@ -52,7 +52,7 @@ class Campaign {
       });
       const rc::detail::TestMetadata metadata{.id = "target", .description = "the framework agrees with its reference"};
       const rc::detail::TestResult outcome =
-          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks}, options_.shard_groups, options_.transformer)); }),
+          rc::detail::checkProperty(rc::detail::toProperty([&] { check(*gen_target_case({.max_ranks = options_.max_ranks}, options_.space)); }),
                                     metadata, params, counter, {});
       if (error_) std::rethrow_exception(error_);
       if (!outcome.template is<rc::detail::FailureResult>()) break;  // the batch ran its cases
@@ -226,7 +226,7 @@ TargetVerdict judge_target_case(const TargetCase& target_case, const std::string
   const std::string status = answer->is_object() ? answer->value("status", "") : "";
   // zero3's reference is needed only to judge the runner's reference on a finished run.
   const RunSummary zero3 = status == "ok" ? zero3_reference_run(target_case) : RunSummary{};
-  return judge_answer(*answer, zero3, initial_weights(target_case), runner);
+  return judge_answer(*answer, zero3, initial_weights(target_case), runner, target_tolerance(target_case));
 }
 
 TargetFuzzReport run_target_fuzz(const TargetFuzzOptions& options, const AskRunner& ask) {

@@ -86,8 +86,7 @@ struct TargetFuzzOptions {
   std::string work_dir = "fuzz-out/work";  // case directories are written here while they run
   std::string runner = "runner";          // named in errors
   double shrink_budget_s = 300.0;         // per finding: beyond it, candidates are not run
-  bool shard_groups = false;              // also draw HSDP blocks (gen_target_case)
-  bool transformer = false;               // draw token models and attention (gen_target_case)
+  TargetSpace space{};                    // what gen_target_case draws beyond the first space
   // End the campaign once this many findings are kept (0: run all `cases`): a check that only asks
   // whether something is caught need not spend the rest of its budget.
   int64_t findings_max = 0;

@@ -249,6 +249,19 @@ TEST(TargetFuzzer, ABrokenRunnerEndsTheCampaignWithItsErrorNotAFinding) {
   EXPECT_THROW(run_target_fuzz({.cases = 5, .seed = 7, .work_dir = work_dir("broken")}, ask), BackendError);
 }
 
+// A bf16 case parts from its reference at bf16's resolution: half a percent of the loss is one
+// bf16 ulp, agreement; the same in an f32 case is a divergence.
+TEST(TargetVerdict, ABf16CaseIsJudgedAtBf16sResolutionAndAnF32CaseIsNot) {
+  TargetCase target_case;
+  const RunSummary reference{.losses = {2.0, 1.9}, .grad_norms = {1.0, 0.9}};
+  const RunSummary half_a_percent_off{.losses = {2.0, 1.9 * 1.005}, .grad_norms = {1.0, 0.9}};
+  const RunSummary five_percent_off{.losses = {2.0, 1.9 * 1.05}, .grad_norms = {1.0, 0.9}};
+  EXPECT_EQ(first_breach(half_a_percent_off, reference, {}, {}, target_tolerance(target_case)).quantity, "loss");
+  target_case.run.config.bf16 = true;
+  EXPECT_FALSE(first_breach(half_a_percent_off, reference, {}, {}, target_tolerance(target_case)).found());
+  EXPECT_EQ(first_breach(five_percent_off, reference, {}, {}, target_tolerance(target_case)).quantity, "loss");
+}
+
 TEST(TargetVerdict, TheStableFragmentLeavesOutTheRunsNumbers) {
   EXPECT_EQ(stable_fragment("param 12 status NOT_AVAILABLE (ds_id 3)"), "NOT_AVAILABLE");
   EXPECT_EQ(stable_fragment("torch.cat(): expected a non-empty list of Tensors"), "empty list of Tensors");
@@ -264,7 +277,7 @@ RC_GTEST_PROP(TargetCase, EveryGeneratedCaseRoundTripsThroughItsCaseJson, ()) {
 
 // --target-hsdp: HSDP blocks strictly inside the world, written and read back; a flat case has no key.
 RC_GTEST_PROP(TargetCase, HsdpCasesCarryABlockStrictlyInsideTheWorldThroughTheirCaseJson, ()) {
-  const TargetCase original = *gen_target_case({.max_ranks = 8}, /*shard_groups=*/true);
+  const TargetCase original = *gen_target_case({.max_ranks = 8}, {.shard_groups = true});
   const int group = original.run.config.zero.shard_group_size;
   RC_TAG(group > 0 ? "hsdp" : "flat");
   RC_ASSERT(group == 0 || (group > 1 && group < original.run.world && original.run.world % group == 0));

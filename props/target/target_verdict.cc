@@ -327,8 +327,14 @@ Breach first_breach(const RunSummary& ours, const RunSummary& reference,
   return {};
 }
 
+TargetTolerance target_tolerance(const TargetCase& target_case) {
+  if (!target_case.run.config.bf16) return {};
+  return {.loss = 1e-2, .grad_norm = 5e-2, .weights = 0.3};
+}
+
 TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3_reference,
-                           const std::map<std::string, Tensor>& initial, const std::string& runner) {
+                           const std::map<std::string, Tensor>& initial, const std::string& runner,
+                           const TargetTolerance& tolerance) {
   const auto broken = [&](const std::string& why) {
     return BackendError("the runner '" + runner + "' " + why + ": " + answer.dump().substr(0, 1500));
   };
@@ -382,7 +388,8 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
       widen_spread(judged_by.rounding_spread, summary_of(reference_side.at("order_probe")), reference, initial,
                    zero3_reference.gradient_size);
     }
-    const Breach divergence = first_breach(summary_of(answer.at("framework")), reference, initial, judged_by);
+    const Breach divergence =
+        first_breach(summary_of(answer.at("framework")), reference, initial, judged_by, tolerance);
     if (divergence.found()) {
       return {.kind = TargetVerdictKind::silent_divergence,
               .message = "the framework trained without an error, off its unsharded reference: " + describe(divergence),
@@ -400,7 +407,7 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     if (has_exact) {
       widen_spread(exact_judge.rounding_spread, reference, exact, initial, zero3_reference.gradient_size);
     }
-    const Breach disagreement = first_breach(exact, zero3_reference, initial, exact_judge);
+    const Breach disagreement = first_breach(exact, zero3_reference, initial, exact_judge, tolerance);
     if (disagreement.found()) {
       return {.kind = TargetVerdictKind::reference_disagreement,
               .message = std::string(has_exact ? "the runner's float64 reference" : "the runner's unsharded reference") +

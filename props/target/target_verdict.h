@@ -60,6 +60,14 @@ struct TargetTolerance {
   double weights = 1e-3;
 };
 
+// A case's tolerances: f32's above; a bf16 case's at bf16's resolution. Both sides round every
+// bf16 activation and gradient to 8 bits, not at the same points (fused kernels, where a sum is
+// widened), so two correct runs part by about one bf16 ulp of the loss and a tenth of the update
+// (the outside oracle's bf16 class, tools/e2e/torch_oracle_test.py: loss 1e-2, grad norm 5e-2,
+// weights 0.3 of the update, torch's own spread when only the row order changes 0.12). Each is
+// widened further, as in f32, by ten times the case's measured rounding spread.
+TargetTolerance target_tolerance(const TargetCase& target_case);
+
 enum class TargetVerdictKind { agree, crash, hang, silent_divergence, reference_disagreement, unsupported };
 const char* target_verdict_name(TargetVerdictKind kind);
 
@@ -96,7 +104,8 @@ Breach first_breach(const RunSummary& ours, const RunSummary& reference,
 // BackendError (exit 4) when the answer is the runner's `error` or not the protocol's shape: a
 // broken runner is never a finding. `runner` names it in that error.
 TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3_reference,
-                           const std::map<std::string, Tensor>& initial, const std::string& runner);
+                           const std::map<std::string, Tensor>& initial, const std::string& runner,
+                           const TargetTolerance& tolerance = {});
 
 // The part of an exception message that names the failure and not this run's numbers: its first
 // upper-case identifier of 8 or more characters (NOT_AVAILABLE), else its longest run of words.

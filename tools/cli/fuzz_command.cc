@@ -299,14 +299,22 @@ void add_fuzz_command(CLI::App& app) {
   command->add_option("--upstream", flags->target.upstream_path,
                       "--target: the upstream table findings are matched against (default: the repository's "
                       "traces/findings/upstream.json)");
-  command->add_flag("--target-hsdp", flags->target.shard_groups,
+  command->add_flag("--target-hsdp", flags->target.space.shard_groups,
                     "--target: also draw HSDP cases (zero.shard_group_size, blocks strictly inside W; needs "
                     "--max-ranks 4 or more): fsdp2 trains them on a 2-D mesh; deepspeed answers unsupported (0.19.8 "
                     "removed MiCS)");
-  command->add_flag("--target-transformer", flags->target.transformer,
+  command->add_flag("--target-transformer", flags->target.space.transformer,
                     "--target: draw the models zero3's own fuzz draws: half of them token models (ids in, an "
                     "embedding first, 0-2 pre-norm transformer blocks, a tied or linear LM head), causal "
                     "self-attention among the layers of every model");
+  command->add_flag("--target-levers", flags->target.space.levers,
+                    "--target: also draw the levers, each off in most cases and shrunk toward off: ZeRO stages 1 "
+                    "and 2 (fsdp2: reshard_after_forward=False), optimizer and parameter offload to the CPU, hpZ "
+                    "blocks (zero_hpz_partition_size; fsdp2: reshard_after_forward=G), activation checkpointing "
+                    "of layer types (torch.utils.checkpoint)");
+  command->add_flag("--target-bf16", flags->target.space.bf16,
+                    "--target: a third of the cases in bf16 with f32 master weights (deepspeed: bf16.enabled; fsdp2: "
+                    "MixedPrecisionPolicy(bf16 parameters, f32 reduction)), judged at bf16's tolerances");
   command->add_option("--math-bug", flags->math_bug, math_bug_help());
   command->add_option("--max-findings", flags->target.findings_max,
                       "--target: end the campaign once this many distinct findings are kept (0: run all --cases)")
@@ -335,9 +343,12 @@ void add_fuzz_command(CLI::App& app) {
       if (!flags->math_bug.empty()) target.math_bug = parse_math_bug(flags->math_bug);
       return run_target_fuzz_command(target);
     }
-    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || flags->target.shard_groups ||
-        flags->target.transformer || !flags->target.upstream_path.empty()) {
-      throw InputError("--target-runner, --target-hsdp, --target-transformer, --report and --upstream need --target NAME");
+    const TargetSpace& space = flags->target.space;
+    if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || space.shard_groups ||
+        space.transformer || space.levers || space.bf16 || !flags->target.upstream_path.empty()) {
+      throw InputError(
+          "--target-runner, --target-hsdp, --target-transformer, --target-levers, --target-bf16, --report and "
+          "--upstream need --target NAME");
     }
     // zero3's own properties compare two sides that share the planted math: only --target can catch it.
     if (!flags->math_bug.empty() || flags->target.findings_max > 0) {

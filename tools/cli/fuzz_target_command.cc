@@ -254,19 +254,28 @@ void run_replay(const TargetCommandOptions& options) {
   if (verdict.finding()) throw CorrectnessError("the finding in " + options.replay_path + " reproduces");
 }
 
+// The flags that widen the drawn space, as a replay line repeats them.
+std::string space_flags(const TargetSpace& space) {
+  std::string flags;
+  if (space.shard_groups) flags += " --target-hsdp";
+  if (space.transformer) flags += " --target-transformer";
+  if (space.levers) flags += " --target-levers";
+  if (space.bf16) flags += " --target-bf16";
+  return flags;
+}
+
 }  // namespace
 
 void run_target_fuzz_command(const TargetCommandOptions& options) {
   if (!options.replay_path.empty()) return run_replay(options);
-  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d%s%s\n  replay: zero3 fuzz --target %s%s --cases %lld "
-              "--seed %llu --max-ranks %d%s%s%s%s\n",
+  const std::string space = space_flags(options.space);
+  std::printf("zero3 fuzz --target %s seed=%llu cases=%lld max-ranks=%d%s\n  replay: zero3 fuzz --target %s%s --cases %lld "
+              "--seed %llu --max-ranks %d%s%s%s\n",
               options.target.c_str(), static_cast<unsigned long long>(options.seed),
-              static_cast<long long>(options.cases), options.max_ranks, options.shard_groups ? " hsdp" : "",
-              options.transformer ? " transformer" : "",
-              options.target.c_str(),
+              static_cast<long long>(options.cases), options.max_ranks, space.c_str(), options.target.c_str(),
               options.runner_command.empty() ? "" : (" --target-runner " + quoted(options.runner_command)).c_str(),
               static_cast<long long>(options.cases), static_cast<unsigned long long>(options.seed), options.max_ranks,
-              options.shard_groups ? " --target-hsdp" : "", options.transformer ? " --target-transformer" : "",
+              space.c_str(),
               (options.findings_max > 0 ? " --max-findings " + std::to_string(options.findings_max) : "").c_str(),
               math_bug_flag(options).c_str());
   std::optional<ScopedMathBug> planted;
@@ -283,8 +292,7 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                          .work_dir = (std::filesystem::path(options.out_dir) / "work").string(),
                          .runner = options.target,
                          .shrink_budget_s = options.shrink_budget_s,
-                         .shard_groups = options.shard_groups,
-                         .transformer = options.transformer,
+                         .space = options.space,
                          .findings_max = options.findings_max};
   fuzz.on_progress = [&](const TargetProgress& at) {
     const double rate = at.elapsed_s > 0.0 ? static_cast<double>(at.cases) / at.elapsed_s : 0.0;

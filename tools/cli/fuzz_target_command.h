@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/base/math_bugs.h"
+#include "props/target/target_case.h"
 
 namespace zero3 {
 
@@ -19,8 +20,7 @@ struct TargetCommandOptions {
   std::string report_path;
   std::string replay_path;  // a finding's case.json
   double shrink_budget_s = 300.0;
-  bool shard_groups = false;  // --target-hsdp
-  bool transformer = false;   // --target-transformer
+  TargetSpace space;          // --target-hsdp, --target-transformer, --target-levers
   int64_t findings_max = 0;   // --max-findings; 0: run all the cases
   std::string upstream_path;  // --upstream; empty: the repository's traces/findings/upstream.json
   // --math-bug: planted in zero3's side only (its reference runs in this process; the runner is

@@ -2,8 +2,9 @@
 """The findings' standalone scripts (tools/zero3py/runners/repro.py) written and run for real:
 
   * every layer type of MODEL_SPEC.md's sequential kind, under each target (deepspeed, fsdp2,
-    torch), in healthy cases: the runner agrees with its reference, and the script (asked to
-    check a divergence) exits 0, and its plain-torch reference gives the runner's reference
+    torch), in healthy cases, and ZeRO's and FSDP2's levers (ZeRO stages 1 and 2, offloading, hpZ,
+    activation checkpointing: lever_cases): the runner agrees with its reference, and the script
+    (asked to check a divergence) exits 0, and its plain-torch reference gives the runner's reference
     numbers (losses, as each step's mean of its micro-steps', gradient norms) to 1e-6;
   * the saved findings in traces/findings/ (DeepSpeed 0.19.8) and FSDP2's (an MoE leaf whose
     ranks route to different experts: silent, and loud; a zero-sized weight's empty reduce-scatter)
@@ -19,7 +20,8 @@
   * at most 60 lines (LINE_CAP, the issue's bound for a shrunk case) for every script this test
     runs, every shrunk finding's of traces/findings/HISTORY.md (shrunk_findings, every target and verdict kind), and
     every script of a generated shrunk case of at most 4 layers, nested ones counted (the sweep:
-    random cases x targets x expectations; larger cases, 5-8 layers, only print their counts);
+    random cases, with random levers, x targets x expectations; larger cases, 5-8 layers, only print
+    their counts);
     every swept script compiles and keeps its lines within 120 characters.
 
 The cases are written from each script's own `model` and DATA (the weights and data the script
@@ -41,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from repro_test_levers import LEVER_LINES, ZERO_LEVERS, lever_cases, random_levers
 
 TOOLS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tools/, above this room
 ROOT = os.path.dirname(TOOLS)
@@ -146,7 +150,7 @@ def healthy_cases():
                       "silent_divergence in the loss"))
         cases.append((f"{target}-attention-rows", target, ATTENTION_ROWS, {}, "silent_divergence in the loss"))
     cases.append(("fsdp2-hsdp", "fsdp2", HSDP, {"world": 4, "shard_group_size": 2}, "silent_divergence in the loss"))
-    return cases
+    return cases + lever_cases(TOKENS, TOKENS_FSDP2, MOE, HSDP)
 
 
 def settings_of(model, changes, seed=7):
@@ -155,9 +159,11 @@ def settings_of(model, changes, seed=7):
     settings = default_settings(model, changes.pop("world", WORLD), changes.pop("steps", 2), changes.pop("seed", seed),
                                 changes.pop("micro_batch", 2), changes.pop("gas", 1))
     settings["timeout_s"] = 60
-    for key in ("leaf_modules", "shard_group_size"):
+    for key in ("leaf_modules", "shard_group_size") + ZERO_LEVERS:
         if key in changes:
             settings["zero"][key] = changes.pop(key)
+    if "activation_checkpointing" in changes:
+        settings["activation_checkpointing"] = changes.pop("activation_checkpointing")
     for key in ("raw_access", "raw_gradient"):
         if key in changes:
             settings["torch"][key] = changes.pop(key)
@@ -543,13 +549,14 @@ def sweep_lines(cases, work, count=300, seed=1):
     compile and keep its lines within 120 characters. Every EXACT_SWEEP_EVERY-th case also gets
     weights and data (its seeded script's) and every script again in the exact-data form (write_repro(exact=True)): each
     must compile within 120 characters, and one a case must hold those tensors bit for bit; their
-    line counts are information (reproduce() keeps none over LINE_CAP). -> ({(at most
-    SHRUNK_LAYERS layers, target, expectation): [line counts]}, {at most SHRUNK_LAYERS layers:
+    line counts are information (reproduce() keeps none over LINE_CAP). Every case is then written
+    again with random ZeRO levers and checkpointed layer types (random_levers): each script must
+    compile within 120 characters and take at most LEVER_LINES more than without them. -> ({(at
+    most SHRUNK_LAYERS layers, target, expectation): [line counts]}, {at most SHRUNK_LAYERS layers:
     (lines, the longest script's description)}, failures, {at most SHRUNK_LAYERS layers: [the
-    exact-data forms' line counts]})."""
+    exact-data forms' line counts]}, {at most SHRUNK_LAYERS layers: [the lever scripts' line counts]})."""
     from zero3py.runners.case import default_settings, write_case
-    from zero3py.runners.training import Unsupported
-    rng = random.Random(seed)
+    rng, lever_rng = random.Random(seed), random.Random(seed + 1)  # the levers apart: the same models as before
     answers = {"crash": {"status": "crash", "ranks": [{"rank": 0, "state": "exception",
                                                        "exception_type": "builtins.KeyError", "message": "0",
                                                        "where": "stage3.py:_get_norm_groups"}]},
@@ -557,6 +564,7 @@ def sweep_lines(cases, work, count=300, seed=1):
                "hang": {"status": "hang", "stuck": [0, 1]}}
     signatures = list(answers) + [f"silent_divergence in the {q}" for q in ("loss", "gradient norm", "final weights")]
     counts, longest, failures, exact = {}, {True: (0, ""), False: (0, "")}, [], {True: [], False: []}
+    levers = {True: [], False: []}
     directory = os.path.join(work, "sweep")
     os.makedirs(directory, exist_ok=True)
     for index in range(count):
@@ -586,26 +594,14 @@ def sweep_lines(cases, work, count=300, seed=1):
                 failures.append(f"sweep: the case's weights and data: {type(error).__name__}: {error}: "
                                 f"{json.dumps(settings)[:1500]}")
                 tensors = None
-        bits_checked = False
+        bits_checked, plain_lines = False, {}
         for target in ("deepspeed", "fsdp2", "torch"):
             for signature in signatures:
-                try:
-                    result = cases.script(directory, target, answers.get(signature, {"status": "ok"}), signature,
-                                          "sweep.py")
-                except Unsupported:
+                result = swept_script(cases, directory, target, answers.get(signature, {"status": "ok"}), signature,
+                                      settings, failures)
+                if result is None:
                     continue
-                except Exception as error:  # noqa: BLE001  a generator bug: reported with its case
-                    failures.append(f"sweep: {target} {signature}: {type(error).__name__}: {error}: "
-                                    f"{json.dumps(settings)[:1500]}")
-                    continue
-                text = open(result["path"]).read()
-                try:
-                    compile(text, result["path"], "exec")
-                except SyntaxError as error:
-                    failures.append(f"sweep: {target} {signature}: {error}:\n{text}")
-                long_lines = [line for line in text.splitlines() if len(line) > 120 and not line.startswith("Run: ")]
-                if long_lines:
-                    failures.append(f"sweep: {target} {signature}: lines over 120 characters: {long_lines[:2]}")
+                plain_lines[target, signature] = result["lines"]
                 shrunk = total <= SHRUNK_LAYERS
                 counts.setdefault((shrunk, target, signature.replace("silent_divergence in the ", "")), []).append(
                     result["lines"])
@@ -616,7 +612,43 @@ def sweep_lines(cases, work, count=300, seed=1):
                 if result["lines"] > longest[shrunk][0]:
                     longest[shrunk] = (result["lines"], f"{target}, {signature}, {total} layers, "
                                                         f"{settings['torch']['raw_access']}: {json.dumps(layers)}")
-    return counts, longest, failures, exact
+        # The same case again with random levers: each script compiles within 120 characters and costs
+        # at most LEVER_LINES more than the case's own without them.
+        random_levers(lever_rng, settings)
+        with open(os.path.join(directory, "case.json"), "w") as out:
+            json.dump(settings, out)
+        for (target, signature), lines in plain_lines.items():
+            result = swept_script(cases, directory, target, answers.get(signature, {"status": "ok"}), signature,
+                                  settings, failures)
+            if result is None:
+                continue
+            levers[total <= SHRUNK_LAYERS].append(result["lines"])
+            if result["lines"] > lines + LEVER_LINES:
+                failures.append(f"sweep: {target} {signature}: the levers take {result['lines'] - lines} lines "
+                                f"(at most {LEVER_LINES}): {json.dumps(settings)[:1500]}")
+    return counts, longest, failures, exact, levers
+
+
+def swept_script(cases, directory, target, answer, signature, settings, failures):
+    """A swept case's script, written, compiled, its lines within 120 characters (failures
+    otherwise); None where the target cannot write it (Unsupported) or the writer failed."""
+    from zero3py.runners.training import Unsupported
+    try:
+        result = cases.script(directory, target, answer, signature, "sweep.py")
+    except Unsupported:
+        return None
+    except Exception as error:  # noqa: BLE001  a generator bug: reported with its case
+        failures.append(f"sweep: {target} {signature}: {type(error).__name__}: {error}: {json.dumps(settings)[:1500]}")
+        return None
+    text = open(result["path"]).read()
+    try:
+        compile(text, result["path"], "exec")
+    except SyntaxError as error:
+        failures.append(f"sweep: {target} {signature}: {error}:\n{text}")
+    long_lines = [line for line in text.splitlines() if len(line) > 120 and not line.startswith("Run: ")]
+    if long_lines:
+        failures.append(f"sweep: {target} {signature}: lines over 120 characters: {long_lines[:2]}")
+    return result
 
 
 def random_feature_model(rng):
@@ -803,7 +835,7 @@ def main():
 
     try:
         if wanted("sweep"):
-            swept, longest, more, exact = sweep_lines(cases, work)
+            swept, longest, more, exact, levers = sweep_lines(cases, work)
             failures += more
             for shrunk in (True, False):
                 total, parts = line_summary(swept, shrunk)
@@ -819,6 +851,12 @@ def main():
                       f"kept over {LINE_CAP}), {'at most' if shrunk else 'more than'} {SHRUNK_LAYERS} layers: "
                       f"{sum(n <= LINE_CAP for n in values)}/{len(values)} within {LINE_CAP}, median "
                       f"{values[len(values) // 2] if values else 0}, max {values[-1] if values else 0}", flush=True)
+            for shrunk in (True, False):
+                values = sorted(levers[shrunk]) or [0]
+                print(f"  the same cases' scripts with random ZeRO levers and activation checkpointing (each at "
+                      f"most {LEVER_LINES} lines over its own without), {'at most' if shrunk else 'more than'} "
+                      f"{SHRUNK_LAYERS} layers: {sum(n <= LINE_CAP for n in values)}/{len(values)} within "
+                      f"{LINE_CAP}, median {values[len(values) // 2]}, max {values[-1]}", flush=True)
             if longest[True][0] > LINE_CAP:
                 failures.append(f"sweep: a script of {longest[True][0]} lines for a case of at most {SHRUNK_LAYERS} "
                                 f"layers (the cap is {LINE_CAP}): {longest[True][1]}")

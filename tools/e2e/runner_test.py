@@ -21,7 +21,12 @@ protocol, each runner a long-lived `python -m zero3py.runners --target T`:
     gather and fails there (torch.cat of nothing), the second bug the PR's thread fixes later;
   * FSDP2's HSDP (fully_shard on a 2-D mesh, blocks of 2 of 4 ranks) agrees with the runner's
     unsharded reference on two built-in sequential models, and DeepSpeed answers such a case
-    unsupported (0.19.8 removed MiCS).
+    unsupported (0.19.8 removed MiCS);
+  * ZeRO's and FSDP2's levers (runner_test_levers.py): case.json's stage, offload, hpZ and
+    activation-checkpointing keys are validated; checkpointing recomputes the chosen modules; and
+    ZeRO stages 1 and 2, optimizer and parameter offload, hpZ (blocks of 2 of 4 ranks) and
+    checkpointing of linears and of attention in a token model agree with the reference under
+    all three targets (every lever runs on CPU: none is unsupported).
 
     tools/e2e/runner_test.py build/tools/zero3 [--python VENV_PYTHON]
 
@@ -110,11 +115,13 @@ def main():
     args.python = os.path.abspath(args.python)  # the runners run from / (they must not need a cwd)
     sys.path.insert(0, TOOLS)
     from runner_test_cases import control_cases, fsdp2_hsdp_cases, seed_bug_cases
+    from runner_test_levers import lever_errors
     failures = []
     with tempfile.TemporaryDirectory(prefix="zero3-runner-test-") as work:
         failures += control_cases(Runner, args.python, args.zero3, work, EXTRA)
         failures += seed_bug_cases(Runner, args.python, work, gate_model)
         failures += fsdp2_hsdp_cases(Runner, args.python, args.zero3, work)
+        failures += lever_errors(Runner, args.python, work)
     for failure in failures:
         print("FAIL", failure)
     print(f"runner test: {'FAILED' if failures else 'passed'}: {len(failures)} failures")

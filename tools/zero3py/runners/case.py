@@ -17,10 +17,18 @@ REQUIRED = {"zero3_case": int, "model": dict, "world": int, "steps": int, "seed"
 OPTIMIZER_KEYS = {"type", "lr", "betas", "eps", "weight_decay", "bias_correction"}
 ZERO_KEYS = {"stage", "param_persistence_threshold", "prefetch_bucket_size", "reduce_bucket_size",
              "max_live_parameters", "max_reuse_distance", "overlap_comm", "leaf_modules"}
-# Optional in /zero, absent in older cases: HSDP's block of shard_group_size consecutive ranks
-# (sharded inside it, replicated across blocks); absent or 0 is flat sharding over the world.
-ZERO_OPTIONAL_KEYS = {"shard_group_size"}
+# Optional in /zero, absent in older cases (absent is off, so an older case means what it meant):
+# HSDP's block of shard_group_size consecutive ranks (sharded inside it, replicated across blocks;
+# absent or 0 is flat sharding over the world), ZeRO-Offload's devices, and ZeRO++ hpZ's block of
+# hpz_partition_size ranks holding a secondary copy of each parameter (absent, 0 or 1: none).
+ZERO_OPTIONAL_KEYS = {"shard_group_size", "offload_optimizer", "offload_param", "hpz_partition_size"}
+ZERO_STAGES = (1, 2, 3)
+OFFLOAD_DEVICES = ("none", "cpu")
 TORCH_KEYS = {"raw_access", "raw_gradient"}
+# Optional at the top level: the zero3 layer types whose modules run under activation checkpointing
+# in the target's training (targets.CHECKPOINT_CLASSES maps each to its torch module class).
+OPTIONAL = {"activation_checkpointing"}
+CHECKPOINT_TYPES = ("linear", "layer_norm", "causal_self_attention", "embedding", "moe", "mlp")
 
 
 class CaseError(ValueError):
@@ -32,6 +40,12 @@ class Case:
         self.directory, self.settings, self.init, self.data = directory, settings, init, data
         for key in REQUIRED:
             setattr(self, key, settings[key])
+        zero = settings["zero"]
+        self.stage = zero["stage"]
+        self.offload_optimizer = zero.get("offload_optimizer", "none")
+        self.offload_param = zero.get("offload_param", "none")
+        self.hpz = hpz_group(settings)  # ZeRO++ hpZ's block size, or None
+        self.checkpointed = list(settings.get("activation_checkpointing", []))
 
     def global_batch(self, step, micro):
         """Micro-step (step, micro)'s inputs and targets of all W ranks, rank r's rows r*B..(r+1)*B."""
@@ -43,12 +57,50 @@ class Case:
         return x[rows], y[rows]
 
 
+def hpz_group(settings):
+    """ZeRO++ hpZ's block size G when the case has one (G > 1), else None."""
+    group = settings["zero"].get("hpz_partition_size", 0)
+    return group if group > 1 else None
+
+
+def is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_levers(settings, where):
+    """CaseError for a ZeRO stage, offload device, hpZ block or checkpointed layer type the
+    protocol does not define, or a combination it rules out (PROTOCOL.md, case.json)."""
+    zero, world = settings["zero"], settings["world"]
+    stage = zero["stage"]
+    if not is_count(stage) or stage not in ZERO_STAGES:
+        raise CaseError(f"{where}: /zero/stage is {stage!r}, expected one of {list(ZERO_STAGES)}")
+    for key in ("offload_optimizer", "offload_param"):
+        if zero.get(key, "none") not in OFFLOAD_DEVICES:
+            raise CaseError(f"{where}: /zero/{key} is {zero[key]!r}, expected one of {list(OFFLOAD_DEVICES)}")
+    if zero.get("offload_param", "none") != "none" and stage != 3:
+        raise CaseError(f"{where}: /zero/offload_param is {zero['offload_param']!r} at /zero/stage {stage}; "
+                        f"parameters are offloaded at stage 3 only (stages 1 and 2 keep them whole on every rank)")
+    group = zero.get("hpz_partition_size", 0)
+    if not is_count(group) or group < 0:
+        raise CaseError(f"{where}: /zero/hpz_partition_size is {group!r}, expected an integer >= 0")
+    if group > 1:
+        shard = zero.get("shard_group_size", 0)
+        if stage != 3 or world % group or group >= world or 0 < shard < world:
+            raise CaseError(f"{where}: /zero/hpz_partition_size is {group} (world {world}, stage {stage}, "
+                            f"shard_group_size {shard}); expected 0 or 1 (none), or a divisor G of /world with "
+                            f"1 < G < /world at /zero/stage 3 without a shard_group_size inside the world")
+    names = settings.get("activation_checkpointing", [])
+    if not isinstance(names, list) or any(name not in CHECKPOINT_TYPES for name in names):
+        raise CaseError(f"{where}: /activation_checkpointing is {names!r}, expected a list of layer types from "
+                        f"{list(CHECKPOINT_TYPES)}")
+
+
 def check_settings(settings, where):
     """CaseError naming the first missing, unknown or mistyped key."""
     def keys(found, wanted, path):
         if set(found) != set(wanted):
             raise CaseError(f"{where}: {path} has keys {sorted(found)}; exactly {sorted(wanted)} are required")
-    keys(settings, REQUIRED, "/")
+    keys(set(settings) - OPTIONAL, REQUIRED, "/")
     for key, kind in REQUIRED.items():
         if not isinstance(settings[key], kind) or isinstance(settings[key], bool) and kind is int:
             raise CaseError(f"{where}: /{key} is {settings[key]!r}, expected {kind}")
@@ -59,6 +111,7 @@ def check_settings(settings, where):
         raise CaseError(f"{where}: /zero/shard_group_size is {group!r}, expected 0 or a divisor of /world "
                         f"({settings['world']})")
     keys(settings["torch"], TORCH_KEYS, "/torch")
+    check_levers(settings, where)
     if settings["zero3_case"] != PROTOCOL_VERSION:
         raise CaseError(f"{where}: /zero3_case is {settings['zero3_case']}, this runner reads {PROTOCOL_VERSION}")
     if settings["optimizer"]["type"] != "AdamW" or settings["loss_scaling"] != "off":

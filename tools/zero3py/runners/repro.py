@@ -11,7 +11,8 @@ from the case's seed at import (a module-level `model` and DATA: every spawned r
 same, and the parent's trains the reference), the framework's settings as a dict, and W
 processes over gloo on CPU (torch.multiprocessing spawn; their process group meets in a file
 store in a fresh folder, so no port is chosen) training it as the runner's target does
-(targets.py): DeepSpeed ZeRO-3, FSDP2's fully_shard, or DDP, the control. A shrunk case's
+(targets.py): DeepSpeed ZeRO, FSDP2's fully_shard, or DDP, the control, with the case's ZeRO
+stage, offloading, hpZ and activation checkpointing (repro_levers.py). A shrunk case's
 script (up to 4 layers, nested ones counted) fits in 60 lines of at most WIDTH characters: the
 model first, one-line constructors where they fit, FSDP2's and DDP's ranks and the reference
 sharing one loop (steps()), DeepSpeed's reference the same plain loop inline in the main block.
@@ -56,14 +57,14 @@ import signal
 import subprocess
 import time
 
+from zero3py.runners.case import Case
+from zero3py.runners.repro_levers import FRAMEWORK, SCRIPT_CLASSES, Levers
 from zero3py.runners.repro_model import ScriptModel
 from zero3py.runners.repro_text import WIDTH, Call, assignments, fill_literal, layout, literal, number
 from zero3py.runners.training import Unsupported
 
-FRAMEWORK = {"deepspeed": "DeepSpeed ZeRO-3", "fsdp2": "FSDP2 (fully_shard)", "torch": "DDP"}
 # The script's class of each layer type a leaf_modules entry may name (targets.LAYER_CLASSES' keys).
-LEAF_CLASSES = {"moe": "Moe", "mlp": "Mlp", "causal_self_attention": "CausalSelfAttention",
-                "embedding": "nn.Embedding"}
+LEAF_CLASSES = {kind: SCRIPT_CLASSES[kind] for kind in ("moe", "mlp", "causal_self_attention", "embedding")}
 # Beyond these the script calls the framework off its reference (relative per step, a norm also
 # 1e-5 absolute; weights: of their update): the harness's (compare.py) for norms and weights, ten
 # times it for the loss (the script does not measure the case's rounding spread, which the
@@ -173,8 +174,7 @@ def describe(expect):
     return f"the {expect['quantity']} off an unsharded reference by more than {TOLERANCE[expect['quantity']]:g}"
 
 
-def title(expect, target):
-    framework = FRAMEWORK[target]
+def title(expect, framework):
     if expect["kind"] == "crash":
         first = expect["failures"][0]
         return f"{framework} {'raises' if first['kind'] == 'exception' else 'fails:'} {describe_failure(first)}"
@@ -209,8 +209,8 @@ def check_supported(case, target):
     if not case["optimizer"].get("bias_correction", True):
         raise Unsupported("bias_correction false: torch.optim.AdamW always corrects")
     group = case["zero"].get("shard_group_size", 0)
-    if target == "deepspeed" and (case["zero"]["stage"] != 3 or 0 < group < case["world"]):
-        raise Unsupported("DeepSpeed runs ZeRO stage 3 without shard groups here (0.19.8 removed MiCS)")
+    if target == "deepspeed" and 0 < group < case["world"]:
+        raise Unsupported("DeepSpeed runs without shard groups here (0.19.8 removed MiCS)")
 
 
 def deepspeed_settings(case):
@@ -219,11 +219,7 @@ def deepspeed_settings(case):
     derives, and two flags it never reads with this optimizer and no offload: the same run, in
     fewer lines."""
     from zero3py.runners.targets import deepspeed_config
-
-    class Settings:  # what deepspeed_config reads of a case
-        micro_batch, gas, world = case["micro_batch"], case["gas"], case["world"]
-        gradient_clipping, zero = case["gradient_clipping"], case["zero"]
-    config = deepspeed_config(Settings)
+    config = deepspeed_config(Case(None, case, None, None))
     try:
         from deepspeed.runtime import constants
         from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
@@ -274,6 +270,7 @@ class Script:
 
     def __init__(self, case, target, expect, versions, python, name, exact=None):
         self.case, self.target, self.expect, self.model = case, target, expect, ScriptModel(case, exact)
+        self.levers = Levers(case, target, self.model)
         self.versions, self.python, self.name = versions, python, name
         self.kind, self.quantity = expect["kind"], expect.get("quantity")
         self.divergence = self.kind == "divergence"
@@ -284,11 +281,11 @@ class Script:
         self.leaves = list(case["zero"]["leaf_modules"])
         for kind in [n for n in self.leaves if n in LEAF_CLASSES]:
             if kind not in self.model.kinds | ({"mlp"} if "moe" in self.model.kinds else set()):
-                if target == "deepspeed":
+                if self.levers.zero3_calls:
                     raise Unsupported(f"leaf_modules names {kind}, which the model lacks: DeepSpeed's "
                                       f"set_z3_leaf_modules refuses that (a harness's case, not a framework's bug)")
                 self.leaves.remove(kind)
-        self.model.mlp_class = "mlp" in self.leaves
+        self.model.mlp_class = self.levers.mlp_class  # the experts get a class of their own for DeepSpeed
         # The rank's folder: the file store of its process group, and what it leaves for the parent.
         self.folder = "results" if self.divergence or self.kind == "hang" else "tmp"
         self.record = {"loss": "losses", "gradient norm": "norms"}.get(self.quantity)
@@ -309,7 +306,7 @@ class Script:
                  f"{number(hyper['betas'][1])}), eps={number(hyper['eps'])}, "
                  f"weight_decay={number(hyper['weight_decay'])})")
         merged = constants.replace(" =", ", ADAMW =", 1) + ", " + adamw[len("ADAMW = "):]
-        docstring = [f'"""{title(self.expect, self.target)}',
+        docstring = [f'"""{title(self.expect, self.levers.framework)}',
                      f"{self.versions}; {case['world']} process{'es' if case['world'] > 1 else ''} over gloo on CPU; "
                      "found by zero3's differential fuzz.",
                      f"Run: {self.run_line()}  # exit 1: it reproduces, 0: it does not, 2: it fails another way"
@@ -412,7 +409,7 @@ class Script:
 
     # -- each rank: train(rank, folder)
     def train(self):
-        what = {"deepspeed": "DeepSpeed ZeRO-3", "fsdp2": "FSDP2's fully_shard", "torch": "DDP"}[self.target]
+        what = {"deepspeed": self.levers.framework, "fsdp2": "FSDP2's fully_shard", "torch": "DDP"}[self.target]
         out = [f"def train(rank, {self.folder}):  # rank r of W: {what} on rows r*B..(r+1)*B of each global batch"]
         if self.kind == "hang":
             out.append("    faulthandler.register(signal.SIGUSR1)  # prints where this rank waits when asked")
@@ -421,7 +418,7 @@ class Script:
                        "reads them")
         out.append(f"    torch.distributed.init_process_group(\"gloo\", "
                    f"init_method=f\"file://{{{self.folder}}}/store\", rank=rank, world_size=W)")
-        out += getattr(self, "train_" + self.target)()
+        out += self.levers.checkpoint_lines() + getattr(self, "train_" + self.target)()
         if self.kind == "hang":  # as the harness's idle ranks: alive, in no collective, until killed
             return out + ["    open(f\"{results}/{rank}\", \"w\").close()  # finished: waits, in no collective, to be "
                           "killed", f"    time.sleep({HANG_TIMEOUT_S + 60})"]
@@ -436,14 +433,15 @@ class Script:
 
     def train_deepspeed(self):
         model, out = self.model, []
-        classes = [LEAF_CLASSES[n] for n in self.leaves if n in LEAF_CLASSES]
-        names = [n for n in self.leaves if n not in LEAF_CLASSES]
+        zero3 = self.levers.zero3_calls  # leaves and external parameters: ZeRO-3's gathering only
+        classes = [LEAF_CLASSES[n] for n in self.leaves if n in LEAF_CLASSES and zero3]
+        names = [n for n in self.leaves if n not in LEAF_CLASSES and zero3]
         if classes:
             out.append(f"    deepspeed.utils.set_z3_leaf_modules(model, [{', '.join(classes)}])  # each gathered whole")
         if names:
             out.append(f"    deepspeed.utils.set_z3_leaf_modules_by_name(model, {literal(names)})  # each gathered "
                        f"whole")
-        if self.case["torch"]["raw_access"] == "external_parameter":
+        if self.case["torch"]["raw_access"] == "external_parameter" and zero3:
             for layer in model.all:
                 if layer.kind == "raw_scale" and layer.owner is not None:
                     param = model.path(model.param_name(layer.owner, layer.local))
@@ -471,25 +469,30 @@ class Script:
 
     def shard(self):
         """fully_shard on each unit as the runner does (each leaf whole, each other module owning
-        parameters, the root), on HSDP's 2-D mesh when the case has shard groups."""
+        parameters, the root), on HSDP's 2-D mesh when the case has shard groups, with the case's
+        levers (reshard_after_forward, offload_policy: repro_levers.py)."""
         model, out, mesh = self.model, [], ""
         if self.group:
             g = self.group
             out.append(f"    mesh = torch.distributed.device_mesh.init_device_mesh(\"cpu\", (W // {g}, {g}), "
                        f"mesh_dim_names=(\"replicate\", \"shard\"))")
             mesh = ", mesh=mesh"
+        call = f"fsdp.fully_shard(unit{mesh}{self.levers.shard_arguments()})"
+        if len(f"    ): {call}") > WIDTH:  # the levers apart, so that every form below fits
+            out.append(f"    options = dict({self.levers.shard_arguments()[2:]})")
+            call = f"fsdp.fully_shard(unit{mesh}, **options)"
         units = model.units(self.leaves)
         comment = ("the runner's units: leaves whole, the root last" if model.leaf_names(self.leaves)
                    else "each module owning parameters, then the root")
         listed = ", ".join(units) + ("," if len(units) == 1 else "")
-        line = f"    for unit in ({listed}): fsdp.fully_shard(unit{mesh})"
+        line = f"    for unit in ({listed}): {call}"
         if len(line) <= WIDTH:
             return out + [_fit(f"{line}  # {comment}")]
         head = f"    for unit in ({listed}):"
         if len(head) <= WIDTH:  # the units on one line, the call under it
-            return out + [_fit(f"{head}  # {comment}"), f"        fsdp.fully_shard(unit{mesh})"]
+            return out + [_fit(f"{head}  # {comment}"), f"        {call}"]
         return out + [f"    for unit in (  # {comment}"] + ["            " + item for item in _fill(units, 104)] + [
-            f"    ): fsdp.fully_shard(unit{mesh})"]
+            f"    ): {call}"]
 
     def train_fsdp2(self):
         out = self.shard()
@@ -584,7 +587,7 @@ class Script:
         return self.optimizer("    ") + loop, name
 
     def compare(self):
-        quantity, framework = self.quantity, FRAMEWORK[self.target]
+        quantity, framework = self.quantity, self.levers.framework
         tolerance = f"{TOLERANCE[quantity]:.0e}".replace("e-0", "e-")
         reference, name = self.reference()
         if quantity == "final weights":

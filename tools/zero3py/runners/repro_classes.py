@@ -11,7 +11,7 @@ def moe_class(model):
     """Moe: a gate and experts (fc, tanh GELU, proj each: experts.e.fc.weight), top-1 routing.
     The rows' outputs land by index_add on zeros: every row gets its one expert's output,
     the values torch_layers.Moe's index_copy and sum give."""
-    if getattr(model, "mlp_class", False):  # leaf_modules names "mlp": the experts' own class
+    if getattr(model, "mlp_class", False):  # leaf_modules "mlp" under ZeRO-3: set_z3_leaf_modules takes their class
         out = ["class Mlp(nn.Module):  # an expert: fc, tanh GELU, proj",
                *constructor("width, hidden", ["self.fc, self.gelu, self.proj = nn.Linear(width, hidden), "
                                               "nn.GELU(\"tanh\"), nn.Linear(hidden, width)"]),

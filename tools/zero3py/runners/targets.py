@@ -2,19 +2,48 @@
 initialized gloo process group: train(case, rank, world, weights_path) -> {"losses", "grad_norms",
 "weights"} (rank 0 writes the final weights under zero3's names). Each maps the case's pinned
 settings onto the framework's own (PROTOCOL.md, "Targets"); an exception propagates to rank.py,
-which reports it as the rank's failure."""
+which reports it as the rank's failure. Activation checkpointing is the target's alone: the
+reference (training.reference_run) never checkpoints, as recomputing does not change the math."""
 import contextlib
 
 import torch
 import torch.distributed as dist
+import torch.utils.checkpoint
 
+from zero3py.runners.case import CHECKPOINT_TYPES
 from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
-from zero3py.torch_layers import CausalSelfAttention, Mlp, Moe, TokenEmbedding
+from zero3py.torch_layers import CausalSelfAttention, LayerNorm, Linear, Mlp, Moe, TokenEmbedding
 
 # zero3's leaf_modules names a layer type (these: the runners' modules of that type) or a module name.
 LAYER_CLASSES = {"moe": Moe, "mlp": Mlp, "causal_self_attention": CausalSelfAttention, "embedding": TokenEmbedding}
+# activation_checkpointing's layer types: the modules of exactly that class (`type(m) is cls`: an
+# UnusedLinear, a subclass of Linear, is not checkpointed as a linear).
+CHECKPOINT_CLASSES = {**LAYER_CLASSES, "linear": Linear, "layer_norm": LayerNorm}
+assert set(CHECKPOINT_CLASSES) == set(CHECKPOINT_TYPES), "case.CHECKPOINT_TYPES and the classes disagree"
+
+
+class Checkpointed:
+    """A mixin that runs every call of its module under torch.utils.checkpoint (non-reentrant),
+    the module's hooks included: what `checkpoint(module, x, use_reentrant=False)` in the parent's
+    forward does, as Hugging Face's gradient checkpointing and torch's checkpoint_wrapper call it.
+    So a framework's forward pre-hooks (ZeRO-3's fetch, FSDP2's unshard) run again when backward
+    recomputes the module, as they do in users' models (its forward hooks may not: the
+    recomputation stops once it has what backward saved)."""
+
+    def __call__(self, *args):
+        return torch.utils.checkpoint.checkpoint(super().__call__, *args, use_reentrant=False)
+
+
+def checkpoint_activations_(model, type_names):
+    """activation_checkpointing: each module of exactly one of these layer types gets a class of its
+    own with Checkpointed first (its parameter names and isinstance tests unchanged). Done before a
+    framework wraps the model (FSDP2 subclasses the class it finds, keeping Checkpointed's call)."""
+    classes = {CHECKPOINT_CLASSES[name] for name in type_names}
+    for module in model.modules():
+        if type(module) in classes:
+            module.__class__ = type(type(module).__name__, (Checkpointed, type(module)), {})
 
 
 def mean_over_ranks(value, world):
@@ -32,8 +61,10 @@ def shard_group(case):
 def train_torch_ddp(case, rank, world, weights_path):
     """The control: DistributedDataParallel over gloo, find_unused_parameters (MoE experts and
     unused layers), no_sync on all but the last micro-step. It must agree with the reference. A
-    shard group changes nothing here: DDP shards nothing, and its sum over ranks is the same mean."""
+    shard group, the ZeRO stage, offloading and hpZ change nothing here: DDP shards nothing, and its
+    sum over ranks is the same mean. Activation checkpointing it runs, as every target does."""
     model = build_case_model(case)
+    checkpoint_activations_(model, case.checkpointed)
     ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
     params = trainable(model)
 
@@ -52,9 +83,12 @@ def train_torch_ddp(case, rank, world, weights_path):
 
 def deepspeed_config(case):
     """The case's settings under DeepSpeed's keys, every one it has a default for that changes the
-    math written out: fp32 (no loss scaling), clipping, no pre-division, ZeRO-3's sizes."""
+    math written out: fp32 (no loss scaling), clipping, no pre-division, the ZeRO stage and its
+    sizes (the stage3_ ones at stage 3 only: stages 1 and 2 never read them), ZeRO-Offload's devices
+    (unpinned, as the protocol pins it: DeepSpeed's CPU accelerator would not pin anyway) and ZeRO++
+    hpZ's block."""
     zero = case.zero
-    return {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": case.gas,
+    config = {"train_micro_batch_size_per_gpu": case.micro_batch, "gradient_accumulation_steps": case.gas,
             "train_batch_size": case.micro_batch * case.gas * case.world,
             "gradient_clipping": case.gradient_clipping, "fp16": {"enabled": False}, "bf16": {"enabled": False},
             "prescale_gradients": False, "gradient_predivide_factor": 1.0,
@@ -68,6 +102,17 @@ def deepspeed_config(case):
                                   "stage3_max_reuse_distance": zero["max_reuse_distance"],
                                   "overlap_comm": zero["overlap_comm"], "contiguous_gradients": False,
                                   "stage3_gather_16bit_weights_on_model_save": False}}
+    settings = config["zero_optimization"]
+    if case.stage != 3:
+        for key in [key for key in settings if key.startswith("stage3_")]:
+            del settings[key]
+    if case.offload_optimizer != "none":
+        settings["offload_optimizer"] = {"device": case.offload_optimizer, "pin_memory": False}
+    if case.offload_param != "none":
+        settings["offload_param"] = {"device": case.offload_param, "pin_memory": False}
+    if case.hpz:
+        settings["zero_hpz_partition_size"] = case.hpz
+    return config
 
 
 def mark_leaves(model, names):
@@ -82,18 +127,20 @@ def mark_leaves(model, names):
 
 
 def train_deepspeed(case, rank, world, weights_path):
-    """ZeRO-3 through deepspeed.initialize with a client torch.optim.AdamW (DeepSpeed's own Adam
-    ops are not built: DS_BUILD_OPS=0), the model built before sharding as user code builds it."""
+    """ZeRO stage 1, 2 or 3 through deepspeed.initialize with a client torch.optim.AdamW (DeepSpeed's
+    own Adam ops are not built: DS_BUILD_OPS=0), the model built before sharding as user code builds it."""
     import deepspeed
-    if case.zero["stage"] != 3:
-        raise Unsupported(f"zero stage {case.zero['stage']}: the deepspeed runner runs stage 3")
     if shard_group(case):
         raise Unsupported(f"shard_group_size {shard_group(case)}: DeepSpeed 0.19.8 removed MiCS (mics_shard_size), "
                           f"its hierarchical sharding")
     model = build_case_model(case)
-    for _, module, param in model.external_parameters:
-        deepspeed.zero.register_external_parameter(module, param)
-    mark_leaves(model, case.zero["leaf_modules"])
+    if case.stage == 3:
+        # Both steer ZeRO-3's parameter gathering only: at stages 1 and 2 every rank holds every
+        # parameter whole, and nothing reads the marks (only stage3.py and parameter_offload.py do).
+        for _, module, param in model.external_parameters:
+            deepspeed.zero.register_external_parameter(module, param)
+        mark_leaves(model, case.zero["leaf_modules"])
+    checkpoint_activations_(model, case.checkpointed)
     wrapped = TrainingLoss(model)
     engine, _, _, _ = deepspeed.initialize(model=wrapped, optimizer=make_optimizer(case, trainable(model)),
                                            config=deepspeed_config(case))
@@ -109,6 +156,7 @@ def train_deepspeed(case, rank, world, weights_path):
             norms.append(float(engine.get_global_grad_norm()))
             losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
         params = list(wrapped.parameters())
+        # At stages 1 and 2 a no-op: no parameter is ZeRO-3's (GatheredParameters disables itself).
         with deepspeed.zero.GatheredParameters(params):
             if rank == 0:
                 write_safetensors(weights_path, final_weights(wrapped.named_parameters(), "model."))
@@ -117,9 +165,26 @@ def train_deepspeed(case, rank, world, weights_path):
     return {"losses": losses, "grad_norms": norms, "weights": weights_path}
 
 
+def fully_shard_options(case):
+    """fully_shard's keyword arguments for the case's ZeRO levers. reshard_after_forward: True at
+    stage 3 (parameters resharded after forward, gathered again in backward); False at stages 1
+    and 2 (kept unsharded from forward through backward: FSDP2's ZeRO-2-like mode; it has no mode
+    that keeps gradients unsharded, so stage 1 runs as 2); hpZ's block G as the int G (after forward
+    each parameter is resharded to blocks of G ranks, from which backward gathers: FSDP2's hpZ).
+    Either offload is CPUOffloadPolicy: FSDP2 offloads the sharded parameters, their gradients and
+    the optimizer step together (unpinned: its default pin_memory=True calls Tensor.pin_memory, which
+    raises "Found no NVIDIA driver" on a machine without a GPU, _fsdp_param.py:365)."""
+    options = {"reshard_after_forward": case.hpz or case.stage == 3}
+    if "cpu" in (case.offload_param, case.offload_optimizer):
+        from torch.distributed.fsdp import CPUOffloadPolicy
+        options["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
+    return options
+
+
 def train_fsdp2(case, rank, world, weights_path):
     """PyTorch's fully_shard (FSDP2) on every leaf module, every other layer with parameters and the root, over gloo on CPU
-    (gloo's reduce_scatter: PyTorch PR #149869), on a 2-D mesh under HSDP. Gradients come back as DTensors."""
+    (gloo's reduce_scatter: PyTorch PR #149869), on a 2-D mesh under HSDP, each call with the case's
+    levers (fully_shard_options). Gradients come back as DTensors."""
     from torch.distributed.fsdp import fully_shard
     # HSDP: a 2-D mesh, replicated across blocks and sharded inside each block of consecutive ranks
     # (the mesh's last dimension varies fastest), zero3's mics_shard_size layout.
@@ -129,7 +194,9 @@ def train_fsdp2(case, rank, world, weights_path):
         group = shard_group(case)
         mesh = init_device_mesh("cpu", (world // group, group), mesh_dim_names=("replicate", "shard"))
     model = build_case_model(case)
+    checkpoint_activations_(model, case.checkpointed)  # before fully_shard, which subclasses each unit's class
     wrapped = TrainingLoss(model)
+    options = fully_shard_options(case)
     # zero3's leaf_modules as FSDP2 users write them: the leaf is one fully_shard unit over its whole
     # subtree (an MoE's experts gathered together), and nothing inside it is sharded apart.
     names = case.zero["leaf_modules"]
@@ -138,12 +205,12 @@ def train_fsdp2(case, rank, world, weights_path):
     inside = {id(sub) for leaf in leaves for sub in leaf.modules() if sub is not leaf}
     for leaf in leaves:
         if id(leaf) not in inside:  # a leaf inside another leaf is part of that unit
-            fully_shard(leaf, mesh=mesh, reshard_after_forward=True)
+            fully_shard(leaf, mesh=mesh, **options)
     inside.update(id(leaf) for leaf in leaves)
     for module in model.modules():
         if module is not model and id(module) not in inside and any(True for _ in module.parameters(recurse=False)):
-            fully_shard(module, mesh=mesh, reshard_after_forward=True)
-    fully_shard(wrapped, mesh=mesh, reshard_after_forward=True)
+            fully_shard(module, mesh=mesh, **options)
+    fully_shard(wrapped, mesh=mesh, **options)
     params = trainable(model)
 
     def micro_step(step, micro):
