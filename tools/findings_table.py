@@ -46,7 +46,7 @@ def table(report, report_path, rows):
     versions = ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items())
     lines = [f"### {report['target']}: {report['cases']} cases, seed {report['seed']}", "",
              f"`zero3 fuzz --target {report['target']} --cases {report['cases']} --seed {report['seed']} "
-             f"--max-ranks {report['max_ranks']}`: {len(report['findings'])} findings, "
+             f"--max-ranks {report['max_ranks']}{report.get('space_flags', '')}`: {len(report['findings'])} findings, "
              f"{len(report.get('flaky', []))} flaky (failed once, not when run again alone), "
              f"{report['seconds']:.0f} s ({report['cases_per_second']:.2f} cases/s); {versions}.", "",
              "| finding | shrunk case | hits | script | upstream | mechanism |", "|---|---|---|---|---|---|"]

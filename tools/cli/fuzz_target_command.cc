@@ -355,6 +355,7 @@ void run_target_fuzz_command(const TargetCommandOptions& options) {
                                  {"seed", options.seed},
                                  {"math_bug", math_bug_json(options)},
                                  {"max_ranks", options.max_ranks},
+                                 {"space_flags", space_flags(options.space)},  // what --replay needs besides the seed
                                  {"cases", report.cases},
                                  {"unsupported", report.unsupported},
                                  {"seconds", report.seconds},

@@ -1,0 +1,58 @@
+"""FSDP2 (fully_shard) fails: a rank killed by SIGABRT
+torch 2.15.0+cu132, python 3.11.2; 2 processes over gloo on CPU; found by zero3's differential fuzz.
+Run: /root/.cache/zero3/diff-venv/bin/python repro.py  # exit 1: it reproduces, 0: it does not, 2: it fails another way"""
+import collections, functools, math, re, sys, tempfile, torch, torch.distributed.fsdp as fsdp, torch.nn as nn
+import torch.nn.functional as F
+W, B, GAS, STEPS, SEED, ADAMW = 2, 1, 3, 2, 968775238, dict(lr=0.003, betas=(0.9, 0.95), eps=1e-08, weight_decay=0.1)
+class Scale(nn.Module):  # x * scale, starting at ones
+    def __init__(self, shape): super().__init__(); self.scale = nn.Parameter(torch.ones(shape))
+    def forward(self, x): return (x.reshape(len(x), x.shape[1], 1) * self.scale).reshape(len(x), -1)
+class RawScale(nn.Module):  # x * p, p a Parameter cached at construction (before sharding), without gradient
+    def __init__(self, p): super().__init__(); self.__dict__["p"] = p
+    def forward(self, x): return (x.reshape(len(x), x.shape[1], 1) * self.p.detach()).reshape(len(x), -1)
+class Moe(nn.Module):  # top-1 routing: a row goes to its argmax expert, scaled by that expert's probability
+    def __init__(self, width, experts, hidden):  # each expert: fc, tanh GELU, proj
+        super().__init__(); self.gate = nn.Linear(width, experts)
+        self.experts = nn.ModuleList(nn.Sequential(collections.OrderedDict(fc=nn.Linear(width, hidden),
+            gelu=nn.GELU("tanh"), proj=nn.Linear(hidden, width))) for _ in range(experts))
+    def forward(self, x):  # only the experts some row chose run: ranks may run different experts
+        probs, choice, out = torch.softmax(logits := self.gate(x), -1), logits.argmax(-1), torch.zeros_like(x)
+        for e in choice.unique().tolist():
+            out.index_add_(0, rows := (choice == e).nonzero()[:, 0], self.experts[e](x[rows]) * probs[rows, e:e + 1])
+        return out
+class Layers(nn.Module):  # layers held in an nn.ModuleList `layers`, applied in order: each container and the model
+    def __init__(self, *layers): super().__init__(); self.layers = nn.ModuleList(layers)
+    def forward(self, x): return functools.reduce(lambda x, layer: layer(x), self.layers, x)
+class SumResidual(Layers):  # x + the row sums of layers(x)
+    def forward(self, x): return x + (y := super().forward(x)) @ torch.ones(y.shape[-1], 1)
+torch.manual_seed(SEED)  # the data: per step, GAS global batches of W*B rows; then the model's weights
+DATA = [[(torch.randn(W * B, 1), torch.randint(13, (W * B,))) for _ in range(GAS)] for _ in range(STEPS)]
+model = Layers(linear := nn.Linear(1, 13), SumResidual(Scale([13, 1]), RawScale(linear.weight)),
+               Moe(13, 2, 1).requires_grad_(False), Moe(13, 2, 13))
+def train(rank, tmp):  # rank r of W: FSDP2's fully_shard on rows r*B..(r+1)*B of each global batch
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=W)
+    for m in [m for m in model.modules() if type(m) in (nn.Sequential,)]:  # activation checkpointing
+        m.__class__ = type(type(m).__name__, (type(m),), dict(__call__=lambda *a: torch.utils.checkpoint.checkpoint(
+            nn.Module.__call__, *a, use_reentrant=False)))  # each call under it, hooks included: `checkpoint(m, x)`
+    for unit in (model.layers[2], model.layers[3], model.layers[0], model.layers[1].layers[0], model):
+        fsdp.fully_shard(unit, offload_policy=fsdp.CPUOffloadPolicy(pin_memory=False))
+    adamw = torch.optim.AdamW(params := [p for p in model.parameters() if p.requires_grad], **ADAMW, foreach=False)
+    for step in DATA:
+        for micro, (x, y) in enumerate(step):
+            model.set_requires_gradient_sync(micro == GAS - 1)  # FSDP2 reduce-scatters the gradients at the last one
+            (F.cross_entropy(model(x.chunk(W)[rank]), y.chunk(W)[rank]) / GAS).backward()
+        for p in params: p.grad = torch.zeros_like(p) if p.grad is None else p.grad  # none came: zero
+        torch.nn.utils.clip_grad_norm_(params, math.inf, foreach=False)  # the norm only, as the harness's step
+        adamw.step(); adamw.zero_grad()
+if __name__ == "__main__":  # spawn raises once a rank raised or died, after stopping the others
+    failure = ""
+    try: torch.multiprocessing.spawn(train, (tempfile.mkdtemp(),), nprocs=W)
+    except Exception as error: failure = str(error)  # the rank's traceback, or the signal or exit code
+    expected = {"SIGABRT": [r"\bsignal SIGABRT\b"],  # what: the regexes its traceback matches
+                "RuntimeError: This is typically caused by a remote worker":
+                [r"^(\w+\.)*RuntimeError\b", r"\bThis is typically caused by a remote worker\b"]}
+    print(failure or "every rank finished", f"\nexpected: {' or '.join(expected)}")
+    matched = [what for what, regexes in expected.items() if all(re.search(r, failure, re.M) for r in regexes)]
+    print(f"reproduced: {matched[0]}" if matched
+          else f"not reproduced: {'it fails another way' if failure else 'every rank finished'}")
+    sys.exit(1 if matched else 2 if failure else 0)
