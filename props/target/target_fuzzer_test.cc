@@ -150,6 +150,34 @@ TEST(TargetFuzzer, AReferenceThatDisagreesWithZero3sIsAFindingToo) {
   EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::reference_disagreement);
 }
 
+// The runner's f32 reference sits on its float64 run (one sample of its rounding noise, 0) while
+// its order probe moved by a third of zero3's distance from both (a second sample): zero3 is judged
+// against the larger, so an ill-conditioned case's noise is not a finding; without the probe it is.
+TEST(TargetFuzzer, TheOrderProbeAlsoMeasuresTheNoiseZero3sReferenceIsJudgedWith) {
+  const auto shifted = [](const nlohmann::json& side, double by, const std::string& path) {
+    RunSummary moved;
+    for (NamedTensor& named : read_safetensors(side["weights"]).tensors) moved.weights[named.name] = named.tensor;
+    for (const auto& loss : side["losses"]) moved.losses.push_back(loss.get<double>() + by);
+    for (const auto& norm : side["grad_norms"]) moved.grad_norms.push_back(norm.get<double>());
+    return side_of(moved, path);
+  };
+  const auto runner = [&](bool with_probe) {
+    return fake_runner([=](const std::string& directory, nlohmann::json& answer) {
+      const double off = 1e-3;  // zero3 from the runner's runs: 100 times the f32 loss tolerance
+      answer["reference"] = shifted(answer["reference"], off, directory + "/reference.final.safetensors");
+      answer["framework"] = answer["reference"];
+      answer["reference"]["float64"] = answer["reference"];
+      const nlohmann::json probe = shifted(answer["reference"], off / 3, directory + "/reference.probe.safetensors");
+      if (with_probe) answer["reference"]["order_probe"] = probe;
+      return true;
+    });
+  };
+  EXPECT_EQ(run_target_fuzz({.cases = 3, .seed = 6, .work_dir = work_dir("probe")}, runner(true)).findings.size(), 0u);
+  const TargetFuzzReport without = run_target_fuzz({.cases = 3, .seed = 6, .work_dir = work_dir("no-probe")}, runner(false));
+  ASSERT_EQ(without.findings.size(), 1u);
+  EXPECT_EQ(without.findings[0].verdict.kind, TargetVerdictKind::reference_disagreement);
+}
+
 nlohmann::json crash_answer(const std::string& message) {
   return {{"protocol", 1}, {"status", "crash"}, {"stuck", nlohmann::json::array()},
           {"ranks", {{{"rank", 0}, {"state", "exception"}, {"exception_type", "builtins.RuntimeError"},

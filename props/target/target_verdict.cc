@@ -384,10 +384,9 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     // The runner's reference summed again in the frameworks' order (each rank's rows apart): the
     // spread of the runner's own kernels, which zero3's probes cannot see (PROTOCOL.md).
     RunSummary judged_by = zero3_reference;
-    if (reference_side.contains("order_probe")) {
-      widen_spread(judged_by.rounding_spread, summary_of(reference_side.at("order_probe")), reference, initial,
-                   zero3_reference.gradient_size);
-    }
+    const bool has_probe = reference_side.contains("order_probe");
+    const RunSummary order_probe = has_probe ? summary_of(reference_side.at("order_probe")) : RunSummary{};
+    if (has_probe) widen_spread(judged_by.rounding_spread, order_probe, reference, initial, zero3_reference.gradient_size);
     const Breach divergence =
         first_breach(summary_of(answer.at("framework")), reference, initial, judged_by, tolerance);
     if (divergence.found()) {
@@ -406,6 +405,12 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     const RunSummary exact = has_exact ? summary_of(reference_side.at("float64")) : reference;
     if (has_exact) {
       widen_spread(exact_judge.rounding_spread, reference, exact, initial, zero3_reference.gradient_size);
+      // The order probe is a second sample of the same noise: an ill-conditioned case (cross-entropy
+      // near uniform, gradients AdamW normalizes) moved 2.5e-5 under a row reorder where its f32
+      // run happened to land 5e-6 from float64, and zero3's f32 8e-5 (torch control, seed 972468404).
+      if (has_probe) {
+        widen_spread(exact_judge.rounding_spread, order_probe, reference, initial, zero3_reference.gradient_size);
+      }
     }
     const Breach disagreement = first_breach(exact, zero3_reference, initial, exact_judge, tolerance);
     if (disagreement.found()) {
