@@ -281,9 +281,13 @@ TEST(TargetFuzzer, ABrokenRunnerEndsTheCampaignWithItsErrorNotAFinding) {
 // bf16 ulp, agreement; the same in an f32 case is a divergence.
 TEST(TargetVerdict, ABf16CaseIsJudgedAtBf16sResolutionAndAnF32CaseIsNot) {
   TargetCase target_case;
-  const RunSummary reference{.losses = {2.0, 1.9}, .grad_norms = {1.0, 0.9}};
-  const RunSummary half_a_percent_off{.losses = {2.0, 1.9 * 1.005}, .grad_norms = {1.0, 0.9}};
-  const RunSummary five_percent_off{.losses = {2.0, 1.9 * 1.05}, .grad_norms = {1.0, 0.9}};
+  const auto run = [](double second_loss) {
+    RunSummary summary;
+    summary.losses = {2.0, second_loss};
+    summary.grad_norms = {1.0, 0.9};
+    return summary;
+  };
+  const RunSummary reference = run(1.9), half_a_percent_off = run(1.9 * 1.005), five_percent_off = run(1.9 * 1.05);
   EXPECT_EQ(first_breach(half_a_percent_off, reference, {}, {}, target_tolerance(target_case)).quantity, "loss");
   target_case.run.config.bf16 = true;
   EXPECT_FALSE(first_breach(half_a_percent_off, reference, {}, {}, target_tolerance(target_case)).found());
