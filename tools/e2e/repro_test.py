@@ -16,7 +16,8 @@
     data as literals (bit for bit), within the line cap;
   * `KeyError: 0` is matched on its type and the function that raised it, never on the digit;
   * a script that does not reproduce its answer is not kept (verify_repro removes it, says why);
-  * reference_disagreement and reference_error verdicts get no script (Unsupported);
+  * reference_disagreement and reference_error verdicts get no script (Unsupported), nor does a bf16
+    case under any target (its reference would need zero3's mixed precision: past the line cap);
   * at most 60 lines (LINE_CAP, the issue's bound for a shrunk case) for every script this test
     runs, every shrunk finding's of traces/findings/HISTORY.md (shrunk_findings, every target and verdict kind), and
     every script of a generated shrunk case of at most 4 layers, nested ones counted (the sweep:
@@ -952,6 +953,22 @@ def check_cases(cases, runner, wanted, failures, report, counts, work, python):
               f"{os.path.exists(written['path'])}, why: {check['why'][:150]!r}", flush=True)
         if check["verified"] or os.path.exists(written["path"]) or check["exit_code"] != 0 or not check["why"]:
             failures.append(f"a script that does not reproduce must be removed with a reason: {check}")
+    # A bf16 case gets no script under any target (repro.check_supported says why), and none is left behind.
+    if wanted("bf16-scripts"):
+        directory = cases.write("bf16-scripts", "torch", settings_of(HSDP, {}))
+        with open(os.path.join(directory, "case.json")) as file:
+            settings = json.load(file)
+        with open(os.path.join(directory, "case.json"), "w") as out:
+            json.dump({**settings, "dtype": "bf16"}, out, indent=1)
+        for target in ("torch", "deepspeed", "fsdp2"):
+            path = os.path.join(directory, f"never-{target}.py")
+            try:
+                write_repro(directory, {"status": "ok"}, path, "", target, "silent_divergence in the loss", python)
+                failures.append(f"bf16 {target}: a script was written")
+            except Unsupported as error:
+                if "bf16" not in str(error) or os.path.exists(path):
+                    failures.append(f"bf16 {target}: unsupported must name bf16 and leave no script: {error}")
+                print(f"  bf16 {target}: unsupported: {str(error)[:110]}", flush=True)
     # No script for the harness's own disagreements, nor for an answer that is no finding.
     if wanted("unsupported"):
         directory = cases.write("unsupported", "torch", settings_of(HSDP, {}))

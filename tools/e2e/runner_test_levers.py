@@ -50,19 +50,20 @@ LEVER_CASES = {
 }
 
 
-def lever_case(work, name, model, world, zero, checkpointed, leaves):
+def lever_case(work, name, model, world, zero, checkpointed, leaves, steps=STEPS, micro_batch=MICRO, gas=GAS,
+               seed=SEED, dtype="f32", prefix="levers"):
     """A case directory: torch's seeded init of `model`, seeded data (token ids for a token model)."""
-    directory = os.path.join(work, f"levers-{name}")
-    settings = default_settings(model, world, STEPS, SEED, MICRO, GAS)
+    directory = os.path.join(work, f"{prefix}-{name}")
+    settings = default_settings(model, world, steps, seed, micro_batch, gas, dtype)
     settings["timeout_s"] = 30  # each trains in about a second once its ranks are up
     settings["zero"].update(zero, leaf_modules=list(leaves))
     if checkpointed is not None:
         settings["activation_checkpointing"] = checkpointed
-    torch.manual_seed(SEED)
+    torch.manual_seed(seed)
     built = build_model(model)
-    generator, rows, data = torch.Generator().manual_seed(SEED), world * MICRO, {}
-    for step in range(STEPS):
-        for micro in range(GAS):
+    generator, rows, data = torch.Generator().manual_seed(seed), world * micro_batch, {}
+    for step in range(steps):
+        for micro in range(gas):
             if "vocab" in model:  # ids as F32, as zero3 writes them: the next token is the target
                 ids = torch.randint(model["vocab"], (rows, model["context"] + 1), generator=generator).float()
                 x, y = ids[:, :-1], ids[:, 1:]
@@ -160,12 +161,13 @@ def checkpointing_errors():
     return failures
 
 
-def lever_cases(runner_class, python, work):
-    """Every lever case under every target, one runner per target (its W=2 and W=4 pools)."""
+def lever_cases(runner_for, work):
+    """Every lever case under every target, one live runner per target (runner_for(target): its W=2
+    and W=4 pools, which the bf16 cases reuse)."""
     failures = []
     directories = {name: lever_case(work, name, *spec) for name, spec in LEVER_CASES.items()}
     for target in ("torch", "deepspeed", "fsdp2"):
-        runner = runner_class(python, target)
+        runner = runner_for(target)
         started, line = time.monotonic(), []
         for name, directory in directories.items():
             answer = runner.ask(directory)
@@ -177,11 +179,10 @@ def lever_cases(runner_class, python, work):
             line.append(f"{name} {max(worst):.0e}")
             if breach:
                 failures.append(f"{target} {name} differs from its reference: {breach}")
-        runner.close()
         print(f"  {target} levers ({len(directories)} cases in {time.monotonic() - started:.1f} s, their ranks' "
               f"start included), the worst difference each: " + ", ".join(line), flush=True)
     return failures
 
 
-def lever_errors(runner_class, python, work):
-    return case_key_errors() + checkpointing_errors() + lever_cases(runner_class, python, work)
+def lever_errors(runner_for, work):
+    return case_key_errors() + checkpointing_errors() + lever_cases(runner_for, work)

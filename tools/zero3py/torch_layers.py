@@ -5,16 +5,20 @@ oracle's Debian torch) and on the runners' torch 2.x.
 Parameters may be bf16. zero3 computes an op with any f32 operand in f32 and an op on bf16 operands
 only in bf16, rounding its output: a feature model's inputs are f32, so its bf16 parameters are used
 widened to f32 throughout; a token model's embedding gives bf16 rows from a bf16 table, so its
-layers compute in bf16 as zero3's do (`operand`). A float64 model (the runners' exact reference)
+layers compute in bf16 as zero3's do (`operand`), until a sum_residual, whose row sum zero3 takes
+against an f32 constant, promotes them to f32. A float64 model (the runners' exact reference)
 computes in float64 throughout.
 """
 import torch
 import torch.nn.functional as F
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
 def operand(t, x):
     """A parameter as an op on activation `x` uses it: a bf16 or f16 one widened to f32 unless `x`
     has its dtype (zero3's promotion: any f32 operand makes the op f32); f32 and f64 as they are."""
-    return t.float() if t.dtype in (torch.bfloat16, torch.float16) and x.dtype != t.dtype else t
+    return t.float() if t.dtype in LOW_PRECISION and x.dtype != t.dtype else t
 
 
 # How a raw_scale layer reaches the parameter it reads (torch_model's module docstring says why).
@@ -108,7 +112,10 @@ class Body(torch.nn.Module):
         if self.kind == "residual":
             return x + y
         if self.kind == "sum_residual":  # y @ ones[k, 1] as zero3 sums a row; k = 0 gives zeros
-            return x + y @ torch.ones(y.shape[-1], 1, dtype=y.dtype)
+            # zero3's ones are an f32 constant: a bf16 y is summed in f32, and x + that sum is f32
+            # (its promotion), so a bf16 token model computes in f32 from here on, as zero3's does.
+            ones = torch.ones(y.shape[-1], 1, dtype=torch.float32 if y.dtype in LOW_PRECISION else y.dtype)
+            return x + operand(y, ones) @ ones
         return y
 
 

@@ -23,6 +23,8 @@ ZERO_KEYS = {"stage", "param_persistence_threshold", "prefetch_bucket_size", "re
 # hpz_partition_size ranks holding a secondary copy of each parameter (absent, 0 or 1: none).
 ZERO_OPTIONAL_KEYS = {"shard_group_size", "offload_optimizer", "offload_param", "hpz_partition_size"}
 ZERO_STAGES = (1, 2, 3)
+# f32, or bf16 as zero3 trains it: f32 master weights, a bf16 compute copy (PROTOCOL.md, "bf16").
+DTYPES = ("f32", "bf16")
 OFFLOAD_DEVICES = ("none", "cpu")
 TORCH_KEYS = {"raw_access", "raw_gradient"}
 # Optional at the top level: the zero3 layer types whose modules run under activation checkpointing
@@ -112,6 +114,8 @@ def check_settings(settings, where):
                         f"({settings['world']})")
     keys(settings["torch"], TORCH_KEYS, "/torch")
     check_levers(settings, where)
+    if settings["dtype"] not in DTYPES:
+        raise CaseError(f"{where}: /dtype is {settings['dtype']!r}, expected one of {list(DTYPES)}")
     if settings["zero3_case"] != PROTOCOL_VERSION:
         raise CaseError(f"{where}: /zero3_case is {settings['zero3_case']}, this runner reads {PROTOCOL_VERSION}")
     if settings["optimizer"]["type"] != "AdamW" or settings["loss_scaling"] != "off":
@@ -139,10 +143,10 @@ def read_case(directory):
     return Case(directory, settings, init, data)
 
 
-def default_settings(model, world, steps=3, seed=7, micro_batch=2, gas=1):
+def default_settings(model, world, steps=3, seed=7, micro_batch=2, gas=1, dtype="f32"):
     """A case.json with every hyperparameter pinned to the values the tests use."""
     return {"zero3_case": PROTOCOL_VERSION, "model": model, "world": world, "steps": steps, "seed": seed,
-            "micro_batch": micro_batch, "gas": gas, "dtype": "f32",
+            "micro_batch": micro_batch, "gas": gas, "dtype": dtype,
             "optimizer": {"type": "AdamW", "lr": 3e-3, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1,
                           "bias_correction": True},
             "gradient_clipping": 1.0, "loss_scaling": "off",

@@ -11,6 +11,8 @@ import torch.distributed as dist
 import torch.utils.checkpoint
 
 from zero3py.runners.case import CHECKPOINT_TYPES
+from zero3py.runners.deepspeed_bf16 import deepspeed_bf16_settings, deepspeed_master_weights, set_deepspeed_masters_
+from zero3py.runners.mixed_precision import MasterWeights, f32_average_hook, finish_mixed_gradients
 from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
@@ -63,6 +65,8 @@ def train_torch_ddp(case, rank, world, weights_path):
     unused layers), no_sync on all but the last micro-step. It must agree with the reference. A
     shard group, the ZeRO stage, offloading and hpZ change nothing here: DDP shards nothing, and its
     sum over ranks is the same mean. Activation checkpointing it runs, as every target does."""
+    if case.dtype == "bf16":
+        return train_torch_ddp_bf16(case, rank, world, weights_path)
     model = build_case_model(case)
     checkpoint_activations_(model, case.checkpointed)
     ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
@@ -78,6 +82,36 @@ def train_torch_ddp(case, rank, world, weights_path):
                                 step_loss=lambda loss: mean_over_ranks(loss, world))
     if rank == 0:
         write_safetensors(weights_path, final_weights(model.named_parameters()))
+    return {"losses": losses, "grad_norms": norms, "weights": weights_path}
+
+
+def train_torch_ddp_bf16(case, rank, world, weights_path):
+    """The control in bf16, as the reference trains (mixed_precision.py): DDP over the bf16 compute
+    copy, f32 masters stepped by AdamW. Every micro-step is all-reduced through f32_average_hook
+    (each rank's bf16 gradient widened to f32, averaged in f32) and accumulated into the masters in
+    f32; no no_sync, which would accumulate the micro-steps' gradients in bf16, as zero3 never does."""
+    model = build_case_model(case)
+    weights = MasterWeights(model)
+    checkpoint_activations_(model, case.checkpointed)
+    ddp = torch.nn.parallel.DistributedDataParallel(TrainingLoss(model), find_unused_parameters=True)
+    averaged, names = {}, {id(p): name for name, p in weights.compute.items()}
+    ddp.register_comm_hook(averaged, f32_average_hook)
+    params = weights.trainable()
+
+    def micro_step(step, micro):
+        if micro == 0:
+            weights.refresh_()
+        loss = ddp(*case.rank_batch(step, micro, rank))
+        backward(loss)
+        weights.take_gradients()  # DDP's bf16 rounding of the average: the hook kept it in f32
+        weights.accumulate_({names[key]: grad for key, grad in averaged.items()})
+        averaged.clear()
+        return loss.item()
+
+    losses, norms = train_steps(case, params, make_optimizer(case, params), micro_step, finish_mixed_gradients(case),
+                                step_loss=lambda loss: mean_over_ranks(loss, world))
+    if rank == 0:
+        write_safetensors(weights_path, weights.weights())
     return {"losses": losses, "grad_norms": norms, "weights": weights_path}
 
 
@@ -112,6 +146,8 @@ def deepspeed_config(case):
         settings["offload_param"] = {"device": case.offload_param, "pin_memory": False}
     if case.hpz:
         settings["zero_hpz_partition_size"] = case.hpz
+    if case.dtype == "bf16":
+        config.update(deepspeed_bf16_settings())
     return config
 
 
@@ -128,7 +164,9 @@ def mark_leaves(model, names):
 
 def train_deepspeed(case, rank, world, weights_path):
     """ZeRO stage 1, 2 or 3 through deepspeed.initialize with a client torch.optim.AdamW (DeepSpeed's
-    own Adam ops are not built: DS_BUILD_OPS=0), the model built before sharding as user code builds it."""
+    own Adam ops are not built: DS_BUILD_OPS=0), the model built before sharding as user code builds it.
+    In bf16 (deepspeed_bf16.py) DeepSpeed casts the model and keeps f32 masters, set to the init's
+    values and read back as the final weights."""
     import deepspeed
     if shard_group(case):
         raise Unsupported(f"shard_group_size {shard_group(case)}: DeepSpeed 0.19.8 removed MiCS (mics_shard_size), "
@@ -146,6 +184,8 @@ def train_deepspeed(case, rank, world, weights_path):
                                            config=deepspeed_config(case))
     losses, norms = [], []
     try:
+        if case.dtype == "bf16":
+            set_deepspeed_masters_(model, case.init)
         for step in range(case.steps):
             micro_losses = []
             for micro in range(case.gas):
@@ -155,11 +195,15 @@ def train_deepspeed(case, rank, world, weights_path):
                 micro_losses.append(loss.item())
             norms.append(float(engine.get_global_grad_norm()))
             losses.append(mean_over_ranks(sum(micro_losses) / case.gas, world))
-        params = list(wrapped.parameters())
-        # At stages 1 and 2 a no-op: no parameter is ZeRO-3's (GatheredParameters disables itself).
-        with deepspeed.zero.GatheredParameters(params):
+        if case.dtype == "bf16":
+            weights = deepspeed_master_weights(model, case.init)  # a collective: every rank reads them
             if rank == 0:
-                write_safetensors(weights_path, final_weights(wrapped.named_parameters(), "model."))
+                write_safetensors(weights_path, weights)
+        else:
+            # At stages 1 and 2 a no-op: no parameter is ZeRO-3's (GatheredParameters disables itself).
+            with deepspeed.zero.GatheredParameters(list(wrapped.parameters())):
+                if rank == 0:
+                    write_safetensors(weights_path, final_weights(wrapped.named_parameters(), "model."))
     finally:
         engine.destroy()
     return {"losses": losses, "grad_norms": norms, "weights": weights_path}
@@ -175,10 +219,22 @@ def fully_shard_options(case):
     the optimizer step together (unpinned: its default pin_memory=True calls Tensor.pin_memory, which
     raises "Found no NVIDIA driver" on a machine without a GPU, _fsdp_param.py:365)."""
     options = {"reshard_after_forward": case.hpz or case.stage == 3}
+    if case.dtype == "bf16":
+        options["mp_policy"] = bf16_policy()
     if "cpu" in (case.offload_param, case.offload_optimizer):
         from torch.distributed.fsdp import CPUOffloadPolicy
         options["offload_policy"] = CPUOffloadPolicy(pin_memory=False)
     return options
+
+
+def bf16_policy():
+    """FSDP2's mixed precision as zero3's bf16: the sharded parameters stay f32 (the masters AdamW
+    steps), the gathered ones are bf16 (forward and backward compute on them), and gradients are
+    reduced, and accumulated under set_requires_gradient_sync(False), in f32. Inputs are not
+    cast: a feature model's f32 inputs make it compute in f32 on the bf16 weights, as zero3's does,
+    and a token model's ids and every target must stay exact (a bf16 id above 256 rounds)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False)
 
 
 def train_fsdp2(case, rank, world, weights_path):

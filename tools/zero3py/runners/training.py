@@ -27,12 +27,12 @@ class TrainingLoss(torch.nn.Module):
 
 
 def build_case_model(case):
-    """The case's torch model with init.safetensors loaded (seeded first: the builder draws an
-    init that load_tensors_ then overwrites, and a seeded draw keeps even that deterministic)."""
-    if case.dtype != "f32":
-        raise Unsupported(f"dtype {case.dtype}: the runners train f32 only so far")
+    """The case's torch model with init.safetensors loaded, in f32 (seeded first: the builder draws
+    an init that load_tensors_ then overwrites, and a seeded draw keeps even that deterministic).
+    A bf16 case's caller casts it as its framework does (mixed_precision.MasterWeights)."""
     torch.manual_seed(case.seed)
-    model = build_model(case.model, raw_access=case.torch["raw_access"], raw_gradient=case.torch["raw_gradient"])
+    model = build_model(case.model, bf16=case.dtype == "bf16", raw_access=case.torch["raw_access"],
+                        raw_gradient=case.torch["raw_gradient"])
     load_tensors_(model, case.init)
     return model
 
@@ -113,7 +113,13 @@ def reference_run(case, out_path, rank_order=False, dtype=torch.float32):
     forward and a backward of loss / (gas W): the same math summed in the frameworks' order, whose
     distance from the plain run is the case's rounding spread on these kernels (PROTOCOL.md). With
     `dtype` float64, the model, data and optimizer compute in float64: the exact run that tells
-    which of two f32 runs rounding moved, and how far (PROTOCOL.md, `float64`)."""
+    which of two f32 runs rounding moved, and how far (PROTOCOL.md, `float64`). A bf16 case's f32
+    run is zero3's mixed precision (mixed_precision.py); its float64 run stays float64 throughout."""
+    if case.dtype == "bf16" and dtype == torch.float32:
+        from zero3py.runners.mixed_precision import mixed_precision_reference  # it builds on this module
+        losses, norms, weights = mixed_precision_reference(case, rank_order)
+        write_safetensors(out_path, weights)
+        return {"losses": losses, "grad_norms": norms, "weights": out_path}
     model = build_case_model(case).to(dtype)
     params = trainable(model)
 
