@@ -96,10 +96,7 @@ rc::Gen<std::vector<std::string>> gen_leaf_modules(const ModelFacts& facts, cons
 // injection table (zero3 fuzz --injection-table) shows each still caught.
 void draw_groups(int world, ZeroConfig& zero) {
   if (world < 2) return;
-  std::vector<int> inner;  // the divisors strictly between 1 and W
-  for (int size = 2; size < world; ++size) {
-    if (world % size == 0) inner.push_back(size);
-  }
+  const std::vector<int> inner = divisors_inside(world);
   enum class Scheme : uint8_t { none, hsdp, hpz };
   const Scheme scheme = inner.empty()
                             ? *gen_weighted_element<Scheme>({{4, Scheme::none}, {1, Scheme::hsdp}})
@@ -137,6 +134,14 @@ rc::Gen<uint64_t> gen_seed() {
 rc::Gen<int64_t> gen_steps() { return gen_weighted_element<int64_t>({{2, 1}, {3, 2}, {1, 3}}); }
 
 }  // namespace
+
+std::vector<int> divisors_inside(int world) {
+  std::vector<int> inner;
+  for (int size = 2; size < world; ++size) {
+    if (world % size == 0) inner.push_back(size);
+  }
+  return inner;
+}
 
 rc::Gen<int64_t> gen_uniform(int64_t min, int64_t max) {
   return rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int64_t>(min, max));

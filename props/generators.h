@@ -122,4 +122,8 @@ rc::Gen<FuzzCase> gen_replay_case(const GenLimits& limits);
 // No HSDP (its checkpoints are refused); hpZ only where its block divides the resume world too.
 rc::Gen<FuzzCase> gen_checkpoint_case(const GenLimits& limits);
 
+// The divisors of `world` strictly between 1 and `world`, ascending: the block sizes of HSDP and
+// hpZ that are neither flat sharding nor one rank per block (none at a prime world).
+std::vector<int> divisors_inside(int world);
+
 }  // namespace zero3

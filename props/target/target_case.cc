@@ -58,10 +58,7 @@ void draw_target_levers(const ModelFacts& facts, int world, TrainConfig& config)
   if (zero.stage == 3) {
     // DeepSpeed offloads parameters at stage 3 only, and hpZ is a stage-3 scheme beside HSDP.
     zero.offload_param = *gen_weighted_element<OffloadDevice>({{3, OffloadDevice::none}, {1, OffloadDevice::cpu}});
-    std::vector<int> inner;
-    for (int size = 2; size < world; ++size) {
-      if (world % size == 0) inner.push_back(size);
-    }
+    const std::vector<int> inner = divisors_inside(world);
     if (zero.shard_group_size == 0 && !inner.empty() && *gen_weighted_element<bool>({{1, false}, {1, true}})) {
       zero.hpz_group_size = *rc::gen::elementOf(inner);
     }
@@ -101,12 +98,7 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, const TargetSpace& 
     // strictly inside the world: under --target-hsdp, worlds that have one (4, 6, 8, ...).
     std::vector<int> worlds_with_blocks;
     for (int world = 4; world <= max_ranks; ++world) {
-      for (int size = 2; size * size <= world; ++size) {
-        if (world % size == 0) {
-          worlds_with_blocks.push_back(world);
-          break;
-        }
-      }
+      if (!divisors_inside(world).empty()) worlds_with_blocks.push_back(world);
     }
     run.world = space.shard_groups && !worlds_with_blocks.empty()
                     ? *rc::gen::elementOf(worlds_with_blocks)
@@ -129,10 +121,7 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, const TargetSpace& 
     if (space.shard_groups) {
       // HSDP blocks strictly inside the world (G = 1 and G = W are DDP and flat sharding), in 2 of
       // 3 cases where there are any; shrinks toward flat sharding.
-      std::vector<int> inner;
-      for (int size = 2; size < run.world; ++size) {
-        if (run.world % size == 0) inner.push_back(size);
-      }
+      const std::vector<int> inner = divisors_inside(run.world);
       if (!inner.empty() && *gen_weighted_element<bool>({{1, false}, {2, true}})) {
         run.config.zero.shard_group_size = *rc::gen::elementOf(inner);
       }
