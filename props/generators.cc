@@ -25,7 +25,12 @@ std::vector<LayerKind> layer_kinds(const RealizeOptions& options, int depth) {
                                LayerKind::repeat});
   }
   if (options.moe) kinds.insert(kinds.end(), 3, LayerKind::moe);
-  if (options.transformer) kinds.insert(kinds.end(), 2, LayerKind::causal_self_attention);
+  // LLaMA's layers come with attention: drawn only in the transformer space, so the draws of every
+  // other space (and the seeds pinned on them) are what they were.
+  if (options.transformer) {
+    kinds.insert(kinds.end(), {LayerKind::causal_self_attention, LayerKind::causal_self_attention,
+                               LayerKind::rms_norm, LayerKind::swiglu});
+  }
   // The broadcast trap hides best inside a sum_residual body, whose width may collapse to 0: with
   // raw handles allowed, such bodies come up more often (and gen_layer_draw ends some with one).
   if (options.raw_foreign && depth < 2) kinds.insert(kinds.end(), 2, LayerKind::sum_residual);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "core/models/model_zoo.h"
 #include "core/nn/model.h"
@@ -187,6 +189,39 @@ TEST(Generators, TokenModelsAndAttentionComeUpAsOftenAsTheFeatureShapes) {
   EXPECT_GT(counts.frozen_attention, 0);
   EXPECT_GT(counts.attention_without_qkv_bias, 0);
   EXPECT_LT(counts.attention_without_qkv_bias, counts.attention_layers);
+}
+
+// LLaMA's layers anywhere in a layer list, bodies included.
+void count_llama_layers(const nlohmann::json& layers, std::map<std::string, int64_t>& counts) {
+  for (const nlohmann::json& layer : layers) {
+    if (layer.contains("layers")) count_llama_layers(layer.at("layers"), counts);
+    const std::string type = layer.at("type");
+    if (type != "rms_norm" && type != "swiglu") continue;
+    counts[type]++;
+    if (!layer.value("requires_grad", true)) counts[type + " frozen"]++;
+    if (type != "swiglu") continue;
+    if (layer.at("hidden") == 0) counts["swiglu hidden 0"]++;
+    if (layer.at("bias").get<bool>()) counts["swiglu with bias"]++;
+  }
+}
+
+TEST(Generators, RmsNormAndSwiGluComeUpWithTheirEdgeCases) {
+  constexpr uint64_t kSeed = 20261208;
+  constexpr int64_t kCases = 300;
+  std::map<std::string, int64_t> counts;
+  for (int64_t i = 0; i < kCases; ++i) {
+    const rc::Random random(kSeed + static_cast<uint64_t>(i));
+    const FuzzCase fuzz_case = gen_spmd_case({.max_ranks = 8})(random, static_cast<int>(i % 100)).value();
+    count_llama_layers(fuzz_case.model_spec.at("layers"), counts);
+    build_model_from_spec(fuzz_case.model_spec, "generated", {});  // every one builds
+  }
+  for (const auto& [what, count] : counts) {
+    std::printf("seed=%llu: %s %lld\n", static_cast<unsigned long long>(kSeed), what.c_str(), static_cast<long long>(count));
+  }
+  for (const char* what : {"rms_norm", "swiglu", "rms_norm frozen", "swiglu frozen", "swiglu hidden 0", "swiglu with bias"}) {
+    EXPECT_GT(counts[what], 0) << what;
+  }
+  EXPECT_LT(counts["swiglu with bias"], counts["swiglu"]);
 }
 
 }  // namespace

@@ -25,6 +25,8 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::repeat: return "repeat";
     case LayerKind::moe: return "moe";
     case LayerKind::causal_self_attention: return "causal_self_attention";
+    case LayerKind::rms_norm: return "rms_norm";
+    case LayerKind::swiglu: return "swiglu";
   }
   return "unknown";
 }
@@ -99,7 +101,8 @@ bool owns_parameter(const nlohmann::json& layer) {
   if (type == "tied_linear") return layer.at("bias").get<bool>();
   if (type == "raw_scale") return layer.contains("shape");
   return type == "linear" || type == "unused_linear" || type == "layer_norm" || type == "scale" || type == "bias" ||
-         type == "moe" || type == "causal_self_attention" || type == "embedding";
+         type == "moe" || type == "causal_self_attention" || type == "embedding" || type == "rms_norm" ||
+         type == "swiglu";
 }
 
 std::optional<nlohmann::json> SpecRealizer::layer(const LayerDraw& draw, const std::string& name, int64_t& width) {
@@ -137,6 +140,17 @@ std::optional<nlohmann::json> SpecRealizer::unfrozen_layer(const LayerDraw& draw
     case LayerKind::sum_residual:
     case LayerKind::repeat: return body_layer(draw, name, width);
     case LayerKind::causal_self_attention: return attention(draw, name, width);
+    case LayerKind::rms_norm:
+      if (width == 0) return std::nullopt;  // an rms_norm needs at least one feature
+      vectors_.push_back({name + ".weight", {width}});
+      return nlohmann::json{{"type", "rms_norm"}};
+    case LayerKind::swiglu: {
+      // The draw's size is the hidden width (0 and smaller-than-W included), its flag the bias.
+      add_weight(name + ".gate", draw.size, width, draw.flag);
+      add_weight(name + ".up", draw.size, width, draw.flag);
+      add_weight(name + ".down", width, draw.size, draw.flag);
+      return nlohmann::json{{"type", "swiglu"}, {"hidden", draw.size}, {"bias", draw.flag}};
+    }
   }
   return std::nullopt;
 }

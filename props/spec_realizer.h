@@ -19,7 +19,7 @@ namespace zero3 {
 
 enum class LayerKind : uint8_t {
   linear, tied_linear, unused_linear, gelu, relu, layer_norm, scale, bias, raw_scale,
-  residual, concat, sum_residual, repeat, moe, causal_self_attention,
+  residual, concat, sum_residual, repeat, moe, causal_self_attention, rms_norm, swiglu,
 };
 const char* layer_kind_name(LayerKind kind);  // the spec's "type"
 bool has_body(LayerKind kind);

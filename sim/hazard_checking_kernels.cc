@@ -128,6 +128,18 @@ void HazardCheckingKernels::layer_norm_backward(const Tensor& x, const Tensor& g
   inner_.layer_norm_backward(x, gamma, mean, rstd, grad_out, grad_x, grad_gamma, grad_beta);
 }
 
+void HazardCheckingKernels::rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out,
+                                             Tensor& rstd) {
+  check("rms_norm_forward", {&x, &gamma}, {&out, &rstd});
+  inner_.rms_norm_forward(x, gamma, eps, out, rstd);
+}
+
+void HazardCheckingKernels::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd,
+                                              const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma) {
+  check("rms_norm_backward", {&x, &gamma, &rstd, &grad_out}, {&grad_x, &grad_gamma});
+  inner_.rms_norm_backward(x, gamma, rstd, grad_out, grad_x, grad_gamma);
+}
+
 void HazardCheckingKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {
   check("embedding_forward", {&table, &ids}, {&out});
   inner_.embedding_forward(table, ids, out);

@@ -47,6 +47,12 @@ class RecordingKernels : public Kernels {
                            Tensor&) override {
     calls.push_back("layer_norm_backward");
   }
+  void rms_norm_forward(const Tensor&, const Tensor&, float, Tensor&, Tensor&) override {
+    calls.push_back("rms_norm_forward");
+  }
+  void rms_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor&, Tensor&) override {
+    calls.push_back("rms_norm_backward");
+  }
   void embedding_forward(const Tensor&, const Tensor&, Tensor&) override { calls.push_back("embedding_forward"); }
   void embedding_backward_into(const Tensor&, const Tensor&, Tensor&) override {
     calls.push_back("embedding_backward");

@@ -114,11 +114,28 @@ ZERO3_HOST_DEVICE inline float gelu_derivative(float x) { return element_math::g
 // std::max(x, 0) as the reference writes it: NaN and -0 pass through.
 ZERO3_HOST_DEVICE inline float relu(float x) { return x < 0.0f ? 0.0f : x; }
 
-ZERO3_HOST_DEVICE inline float unary_value(UnaryOp op, float x) { return op == UnaryOp::gelu ? gelu(x) : relu(x); }
+// SiLU, x sigmoid(x), and its derivative s (1 + x (1 - s)), in double then rounded, as the
+// reference's silu_loop computes them (core/tensor/cpu_kernels_elementwise.cc).
+ZERO3_HOST_DEVICE inline float silu(float x) {
+  const double xd = x;
+  return static_cast<float>(xd / (1.0 + ::exp(-xd)));
+}
+ZERO3_HOST_DEVICE inline float silu_derivative(float x) {
+  const double xd = x;
+  const double s = 1.0 / (1.0 + ::exp(-xd));
+  return static_cast<float>(s * (1.0 + xd * (1.0 - s)));
+}
+
+ZERO3_HOST_DEVICE inline float unary_value(UnaryOp op, float x) {
+  if (op == UnaryOp::gelu) return gelu(x);
+  if (op == UnaryOp::silu) return silu(x);
+  return relu(x);
+}
 
 // d op(x) / dx * grad; relu's derivative multiplies, so a NaN gradient stays NaN where x <= 0.
 ZERO3_HOST_DEVICE inline float unary_gradient(UnaryOp op, float x, float grad) {
   if (op == UnaryOp::gelu) return gelu_derivative(x) * grad;
+  if (op == UnaryOp::silu) return silu_derivative(x) * grad;
   return (x > 0.0f ? 1.0f : 0.0f) * grad;
 }
 
@@ -371,6 +388,40 @@ struct LayerNormParameterTerm {
     const float dy = grad_out[row * cols + c];
     if (!is_gamma) return static_cast<double>(dy);
     return dy * layer_norm_xhat(x[row * cols + c], mean[row], rstd[row]);
+  }
+};
+
+template <class Team>
+ZERO3_HOST_DEVICE void rms_norm_forward_row(const Team& team, ElementsIn x, ElementsIn gamma, float eps,
+                                            ElementsOut out, ElementsOut rstd, int64_t row, int64_t cols) {
+  const int64_t base = row * cols;
+  const double squares = team.sum(cols, [&](int64_t c) { return static_cast<double>(x[base + c]) * x[base + c]; });
+  const double mean_square = cols > 0 ? squares / static_cast<double>(cols) : 0.0;
+  const double inv = 1.0 / ::sqrt(mean_square + static_cast<double>(eps));
+  if (team.leader()) rstd.store(row, static_cast<float>(inv));
+  team.for_each(cols, [&](int64_t c) { out.store(base + c, static_cast<float>(x[base + c] * inv) * gamma[c]); });
+}
+
+// dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), with xhat = x * rstd and dxhat = dy * gamma.
+template <class Team>
+ZERO3_HOST_DEVICE void rms_norm_backward_row(const Team& team, ElementsIn x, ElementsIn gamma, ElementsIn rstd,
+                                             ElementsIn grad_out, ElementsOut grad_x, int64_t row, int64_t cols) {
+  const int64_t base = row * cols;
+  const float inv = rstd[row];
+  const auto xhat = [&](int64_t c) { return x[base + c] * static_cast<double>(inv); };
+  const auto dxhat = [&](int64_t c) { return static_cast<double>(grad_out[base + c]) * gamma[c]; };
+  const double mean_dxhat_xhat = team.sum(cols, [&](int64_t c) { return dxhat(c) * xhat(c); }) / static_cast<double>(cols);
+  team.for_each(cols, [&](int64_t c) {
+    grad_x.store(base + c, static_cast<float>(inv * (dxhat(c) - xhat(c) * mean_dxhat_xhat)));
+  });
+}
+
+// gamma's gradient term, summed over rows per column: dy * xhat.
+struct RmsNormParameterTerm {
+  ElementsIn x, rstd, grad_out;
+  int64_t cols = 0;
+  ZERO3_HOST_DEVICE double operator()(int64_t c, int64_t row) const {
+    return grad_out[row * cols + c] * (x[row * cols + c] * static_cast<double>(rstd[row]));
   }
 };
 

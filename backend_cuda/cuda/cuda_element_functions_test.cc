@@ -128,7 +128,7 @@ TEST(CudaElementFunctions, WalksMergeContiguousDimsAndRefuseMoreThanEightOthers)
 }
 
 TEST(CudaElementFunctions, UnaryAndItsBackwardMatchTheReference) {
-  for (UnaryOp op : {UnaryOp::gelu, UnaryOp::relu}) {
+  for (UnaryOp op : {UnaryOp::gelu, UnaryOp::relu, UnaryOp::silu}) {
     for (DType din : kDtypes) for (DType dout : kDtypes) {
       const Tensor in = test_tensor({64}, din, 5, 6.0f, true), grad = test_tensor({64}, din, 6, 1.0f, true);
       Tensor want = Tensor::zeros({64}, dout), got = Tensor::zeros({64}, dout);
@@ -139,7 +139,8 @@ TEST(CudaElementFunctions, UnaryAndItsBackwardMatchTheReference) {
         out_view(got).store(i, math::unary_value(op, in_view(in)[i]));
         out_view(got_grad).store(i, math::unary_gradient(op, in_view(in)[i], in_view(grad)[i]));
       }
-      const std::string name = std::string(op == UnaryOp::gelu ? "gelu " : "relu ") + dtypes_name({din, dout});
+      const char* op_name = op == UnaryOp::gelu ? "gelu " : op == UnaryOp::relu ? "relu " : "silu ";
+      const std::string name = std::string(op_name) + dtypes_name({din, dout});
       expect_close(name, got, want);
       expect_close(name + " backward", got_grad, want_grad);
     }
@@ -273,6 +274,43 @@ TEST(CudaElementFunctions, LayerNormRowsAndParameterSumsMatchTheReference) {
       expect_close(name + " grad_x", got_grad_x, grad_x);
       expect_close(name + " grad_gamma", got_grad_gamma, grad_gamma);
       expect_close(name + " grad_beta", got_grad_beta, grad_beta);
+    }
+  }
+}
+
+// As layer norm's: one dtype for x and its gradients, another for gamma and rstd.
+TEST(CudaElementFunctions, RmsNormRowsAndGammaSumsMatchTheReference) {
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{5, 7}, {3, 1}, {2, 0}, {0, 4}, {4, 96}};
+  for (const auto& [rows, cols] : sizes) {
+    for (DType data : kDtypes) for (DType parameters : kDtypes) {
+      const Tensor x = test_tensor({rows, cols}, data, 24, 3.0f), gamma = test_tensor({cols}, parameters, 25);
+      const Tensor grad_out = test_tensor({rows, cols}, data, 26);
+      Tensor out = Tensor::zeros({rows, cols}, data), rstd = Tensor::zeros({rows}, parameters);
+      cpu_kernels().rms_norm_forward(x, gamma, 1e-5f, out, rstd);
+      Tensor got_out = Tensor::zeros({rows, cols}, data), got_rstd = Tensor::zeros({rows}, parameters);
+      for (int64_t r = 0; r < rows; ++r) {
+        math::rms_norm_forward_row(math::SerialTeam{}, in_view(x), in_view(gamma), 1e-5f, out_view(got_out),
+                                   out_view(got_rstd), r, cols);
+      }
+      const std::string name = "rms_norm [" + std::to_string(rows) + "," + std::to_string(cols) + "] " +
+                               dtypes_name({data, parameters});
+      expect_close(name + " out", got_out, out);
+      expect_close(name + " rstd", got_rstd, rstd);
+      Tensor grad_x = Tensor::zeros({rows, cols}, data), grad_gamma = Tensor::zeros({cols}, parameters);
+      cpu_kernels().rms_norm_backward(x, gamma, rstd, grad_out, grad_x, grad_gamma);
+      Tensor got_grad_x = Tensor::zeros({rows, cols}, data), got_grad_gamma = Tensor::zeros({cols}, parameters);
+      for (int64_t r = 0; r < rows; ++r) {
+        math::rms_norm_backward_row(math::SerialTeam{}, in_view(x), in_view(gamma), in_view(rstd), in_view(grad_out),
+                                    out_view(got_grad_x), r, cols);
+      }
+      const math::RmsNormParameterTerm term{.x = in_view(x), .rstd = in_view(rstd), .grad_out = in_view(grad_out),
+                                            .cols = cols};
+      for (int64_t c = 0; c < cols; ++c) {
+        const double total = math::SerialTeam{}.sum(rows, [&](int64_t r) { return term(c, r); });
+        out_view(got_grad_gamma).store(c, static_cast<float>(total));
+      }
+      expect_close(name + " grad_x", got_grad_x, grad_x);
+      expect_close(name + " grad_gamma", got_grad_gamma, grad_gamma);
     }
   }
 }

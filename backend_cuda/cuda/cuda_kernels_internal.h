@@ -168,6 +168,9 @@ class CudaKernels final : public Kernels {
                           Tensor& mean, Tensor& rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
+  void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out, Tensor& rstd) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                         Tensor& grad_x, Tensor& grad_gamma) override;
   void causal_softmax_forward(const Tensor& scores, Tensor& out) override;
   void causal_softmax_backward(const Tensor& out, const Tensor& grad_out, Tensor& grad_scores) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) override;

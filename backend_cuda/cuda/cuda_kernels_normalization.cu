@@ -1,4 +1,4 @@
-// Kernels that normalise rows: layer norm, causal softmax, and cross-entropy with its softmax. One
+// Kernels that normalise rows: layer norm, RMSNorm, causal softmax, and cross-entropy with its softmax. One
 // thread block per row runs the row functions of cuda_element_functions.h on a BlockTeam; sums
 // across rows (layer norm's parameter gradients, the mean loss) use fixed-shape reductions.
 #include <string>
@@ -26,6 +26,22 @@ __global__ void layer_norm_backward_kernel(ElementsIn x, ElementsIn gamma, Eleme
   const BlockTeam team{};
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     cuda_math::layer_norm_backward_row(team, x, gamma, mean, rstd, grad_out, grad_x, row, cols);
+  }
+}
+
+__global__ void rms_norm_forward_kernel(ElementsIn x, ElementsIn gamma, float eps, ElementsOut out, ElementsOut rstd,
+                                        int64_t rows, int64_t cols) {
+  const BlockTeam team{};
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    cuda_math::rms_norm_forward_row(team, x, gamma, eps, out, rstd, row, cols);
+  }
+}
+
+__global__ void rms_norm_backward_kernel(ElementsIn x, ElementsIn gamma, ElementsIn rstd, ElementsIn grad_out,
+                                         ElementsOut grad_x, int64_t rows, int64_t cols) {
+  const BlockTeam team{};
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    cuda_math::rms_norm_backward_row(team, x, gamma, rstd, grad_out, grad_x, row, cols);
   }
 }
 
@@ -115,6 +131,32 @@ void CudaKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, cons
   // Each column summed over the rows, gamma's and beta's columns in one pair of launches.
   const cuda_math::LayerNormParameterTerm term{.x = px, .mean = pm, .rstd = pr, .grad_out = pdy, .cols = cols};
   split_sums(term, 2 * cols, rows, StoreParameterGradients{.grad_gamma = pdgamma, .grad_beta = pdbeta, .cols = cols});
+}
+
+void CudaKernels::rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out, Tensor& rstd) {
+  check_rms_norm_forward_sizes(x, gamma, out, rstd);
+  const int64_t cols = gamma.numel();
+  const int64_t rows = rstd.numel();
+  const ElementsIn px = read(x), pg = read(gamma);
+  const ElementsOut po = write(out), pr = write(rstd);
+  if (rows == 0) return;
+  rms_norm_forward_kernel<<<row_blocks(rows), row_threads(cols), 0, stream()>>>(px, pg, eps, po, pr, rows, cols);
+  check_launch("rms_norm_forward_kernel");
+}
+
+void CudaKernels::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                                    Tensor& grad_x, Tensor& grad_gamma) {
+  check_rms_norm_backward_sizes(x, gamma, rstd, grad_out, grad_x, grad_gamma);
+  const int64_t cols = gamma.numel();
+  const int64_t rows = rstd.numel();
+  const ElementsIn px = read(x), pg = read(gamma), pr = read(rstd), pdy = read(grad_out);
+  const ElementsOut pdx = write(grad_x), pdgamma = write(grad_gamma);
+  if (x.numel() > 0) {
+    rms_norm_backward_kernel<<<row_blocks(rows), row_threads(cols), 0, stream()>>>(px, pg, pr, pdy, pdx, rows, cols);
+    check_launch("rms_norm_backward_kernel");
+  }
+  const cuda_math::RmsNormParameterTerm term{.x = px, .rstd = pr, .grad_out = pdy, .cols = cols};
+  split_sums(term, cols, rows, StoreSum{.out = pdgamma});
 }
 
 void CudaKernels::causal_softmax_forward(const Tensor& scores, Tensor& out) {

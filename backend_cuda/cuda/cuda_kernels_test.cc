@@ -160,7 +160,7 @@ TEST_F(CudaKernelsTest, SumToShapeSumsBroadcastDimsLikeTheReference) {
 }
 
 TEST_F(CudaKernelsTest, UnaryAndItsBackwardMatchTheReference) {
-  for (UnaryOp op : {UnaryOp::gelu, UnaryOp::relu}) {
+  for (UnaryOp op : {UnaryOp::gelu, UnaryOp::relu, UnaryOp::silu}) {
     for (DType din : kDtypes) for (DType dout : kDtypes) {
       const Tensor in = host_tensor({1000}, din, 4, 6.0f, true), grad = host_tensor({1000}, din, 5, 1.0f, true);
       Tensor want = Tensor::zeros({1000}, dout), want_grad = Tensor::zeros({1000}, dout);
@@ -169,8 +169,10 @@ TEST_F(CudaKernelsTest, UnaryAndItsBackwardMatchTheReference) {
       cpu_kernels().unary_backward(op, in, grad, want_grad);
       gpu().unary(op, on_gpu(in), got);
       gpu().unary_backward(op, on_gpu(in), on_gpu(grad), got_grad);
-      const Tolerance tolerance = for_output(dout, op == UnaryOp::gelu ? kFormula : kExact);
-      const std::string name = std::string(op == UnaryOp::gelu ? "gelu " : "relu ") + dtypes_name({din, dout});
+      // SiLU's double exp is the device's own: a formula, as GELU's tanh.
+      const Tolerance tolerance = for_output(dout, op == UnaryOp::relu ? kExact : kFormula);
+      const char* op_name = op == UnaryOp::gelu ? "gelu " : op == UnaryOp::relu ? "relu " : "silu ";
+      const std::string name = std::string(op_name) + dtypes_name({din, dout});
       expect_close(name, got, want, tolerance);
       expect_close(name + " backward", got_grad, want_grad, tolerance);
     }
@@ -315,6 +317,31 @@ TEST_F(CudaKernelsTest, LayerNormForwardAndBackwardMatchTheReference) {
       expect_close(name + " grad_x", got_grad_x, grad_x, for_output(data, kReordered));
       expect_close(name + " grad_gamma", got_grad_gamma, grad_gamma, for_output(parameters, kReordered));
       expect_close(name + " grad_beta", got_grad_beta, grad_beta, for_output(parameters, kReordered));
+    }
+  }
+}
+
+TEST_F(CudaKernelsTest, RmsNormForwardAndBackwardMatchTheReference) {
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{5, 7}, {3, 1}, {2, 0}, {0, 4}, {33, 300}, {1100, 8}};
+  for (const auto& [rows, cols] : sizes) {
+    for (DType data : kDtypes) for (DType parameters : kDtypes) {
+      const std::string name = "rms_norm [" + std::to_string(rows) + "," + std::to_string(cols) + "] " +
+                               dtypes_name({data, parameters});
+      const Tensor x = host_tensor({rows, cols}, data, 24, 3.0f), gamma = host_tensor({cols}, parameters, 25);
+      const Tensor grad_out = host_tensor({rows, cols}, data, 26);
+      Tensor out = Tensor::zeros({rows, cols}, data), rstd = Tensor::zeros({rows}, parameters);
+      cpu_kernels().rms_norm_forward(x, gamma, 1e-5f, out, rstd);
+      Tensor got_out = gpu_zeros({rows, cols}, data), got_rstd = gpu_zeros({rows}, parameters);
+      gpu().rms_norm_forward(on_gpu(x), on_gpu(gamma), 1e-5f, got_out, got_rstd);
+      expect_close(name + " out", got_out, out, for_output(data, kReordered));
+      expect_close(name + " rstd", got_rstd, rstd, for_output(parameters, kReordered));
+      // The backward takes the reference's rstd, so both sides start from the same inputs.
+      Tensor grad_x = Tensor::zeros({rows, cols}, data), grad_gamma = Tensor::zeros({cols}, parameters);
+      cpu_kernels().rms_norm_backward(x, gamma, rstd, grad_out, grad_x, grad_gamma);
+      Tensor got_grad_x = gpu_zeros({rows, cols}, data), got_grad_gamma = gpu_zeros({cols}, parameters);
+      gpu().rms_norm_backward(on_gpu(x), on_gpu(gamma), on_gpu(rstd), on_gpu(grad_out), got_grad_x, got_grad_gamma);
+      expect_close(name + " grad_x", got_grad_x, grad_x, for_output(data, kReordered));
+      expect_close(name + " grad_gamma", got_grad_gamma, grad_gamma, for_output(parameters, kReordered));
     }
   }
 }

@@ -25,6 +25,7 @@ Var scale(Context& ctx, const Var& x, float factor);
 
 Var gelu(Context& ctx, const Var& x);  // tanh approximation, as GPT-2
 Var relu(Context& ctx, const Var& x);
+Var silu(Context& ctx, const Var& x);  // x sigmoid(x), as torch.nn.functional.silu
 
 // a [..., m, k] @ b [k, n] -> [..., m, n]; or batched a [B, m, k] @ b [B, k, n] -> [B, m, n].
 Var matmul(Context& ctx, const Var& a, const Var& b);
@@ -33,6 +34,8 @@ Var linear(Context& ctx, const Var& x, const Var& weight, const Var& bias);
 
 // Normalises over the last dim; gamma and beta have shape [last dim].
 Var layer_norm(Context& ctx, const Var& x, const Var& gamma, const Var& beta, float eps = 1e-5f);
+// x * gamma / sqrt(mean(x^2 over the last dim) + eps), as torch.nn.functional.rms_norm.
+Var rms_norm(Context& ctx, const Var& x, const Var& gamma, float eps = 1e-5f);
 // table [V, C], ids any shape holding integer values in [0, V) -> ids.shape + [C].
 Var embedding(Context& ctx, const Var& table, const Tensor& ids);
 

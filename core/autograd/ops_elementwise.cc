@@ -1,4 +1,4 @@
-// The elementwise ops: add, sub and mul with PyTorch broadcasting, scale, gelu, relu and to_bf16.
+// The elementwise ops: add, sub and mul with PyTorch broadcasting, scale, gelu, relu, silu and to_bf16.
 #include "core/autograd/ops.h"
 
 #include <string>
@@ -72,6 +72,7 @@ Var scale(Context& ctx, const Var& x, float factor) {
 
 Var gelu(Context& ctx, const Var& x) { return unary_op(ctx, UnaryOp::gelu, "gelu", x); }
 Var relu(Context& ctx, const Var& x) { return unary_op(ctx, UnaryOp::relu, "relu", x); }
+Var silu(Context& ctx, const Var& x) { return unary_op(ctx, UnaryOp::silu, "silu", x); }
 
 Var to_bf16(Context& ctx, const Var& x) {
   require_defined("to_bf16", x, "x");

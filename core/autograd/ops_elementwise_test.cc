@@ -1,4 +1,4 @@
-// add, sub and mul against a naive broadcast loop for every shape pair, scale, gelu, relu and to_bf16.
+// add, sub and mul against a naive broadcast loop for every shape pair, scale, gelu, relu, silu and to_bf16.
 #include "core/autograd/ops.h"
 
 #include <gtest/gtest.h>
@@ -139,8 +139,15 @@ TEST(Relu, ZeroesNegativesAndKeepsPositives) {
   EXPECT_EQ(values_of(relu(ctx, constant(Tensor::from_values({4}, {-1, 0, 2, -0.5f}))).value()), (Values{0, 0, 2, 0}));
 }
 
-TEST(Unary, GeluAndReluGradientsMatchOnEveryShape) {
-  for (auto op : {gelu, relu}) {
+TEST(Silu, IsXTimesTheSigmoidOfX) {
+  Context ctx(cpu_kernels());
+  const Var y = silu(ctx, constant(Tensor::from_values({5}, {0, 1, -1, 20, -3})));
+  // x / (1 + e^-x) in double.
+  expect_close(y.value(), {0.0f, 0.7310585786f, -0.2689414214f, 19.9999999588f, -0.1422776195f});
+}
+
+TEST(Unary, GeluReluAndSiluGradientsMatchOnEveryShape) {
+  for (auto op : {gelu, relu, silu}) {
     for (const Shape& shape : {Shape{2, 3}, Shape{0, 3}, Shape{1}, Shape{}, Shape{2, 1, 5}}) {
       SCOPED_TRACE(shape_str(shape));
       expect_gradients_match([op](Context& c, const std::vector<Var>& in) { return weighted_sum(c, op(c, in[0])); },

@@ -1,4 +1,4 @@
-// The transformer-block ops: layer_norm, embedding, causal_softmax and causal_self_attention.
+// The transformer-block ops: layer_norm, rms_norm, embedding, causal_softmax and causal_self_attention.
 #include "core/autograd/ops.h"
 
 #include <cmath>
@@ -34,6 +34,29 @@ Var layer_norm(Context& ctx, const Var& x, const Var& gamma, const Var& beta, fl
     add_grad(c, x, grad_x);
     add_grad(c, gamma, grad_gamma);
     add_grad(c, beta, grad_beta);
+  });
+}
+
+Var rms_norm(Context& ctx, const Var& x, const Var& gamma, float eps) {
+  require_defined("rms_norm", x, "x");
+  require_defined("rms_norm", gamma, "gamma");
+  const Shape& xs = x.shape();
+  if (xs.empty() || gamma.shape() != Shape{xs.back()}) {
+    throw ShapeError("rms_norm: x " + shape_str(xs) + ", gamma " + shape_str(gamma.shape()) +
+                     " (want gamma of shape [last dim of x])");
+  }
+  const int64_t rows = shape_numel(Shape(xs.begin(), xs.end() - 1));
+  const DType dtype = promote(x.value().dtype(), gamma.value().dtype());
+  const bool meta = x.value().is_meta() || gamma.value().is_meta();
+  Tensor out = make_output(ctx, xs, dtype, meta);
+  Tensor rstd = make_output(ctx, {rows}, DType::f32, meta);
+  if (!meta) ctx.kernels().rms_norm_forward(x.value(), gamma.value(), eps, out, rstd);
+  return record(ctx, "rms_norm", [x, gamma, eps](Context& c) { rms_norm(c, x, gamma, eps); }, {x, gamma}, out, [x, gamma, rstd](Context& c, const Tensor& grad) {
+    Tensor grad_x = device_uninitialized(c.kernels(), x.shape(), x.value().dtype());
+    Tensor grad_gamma = device_uninitialized(c.kernels(), gamma.shape(), gamma.value().dtype());
+    c.kernels().rms_norm_backward(x.value(), gamma.value(), rstd, grad, grad_x, grad_gamma);
+    add_grad(c, x, grad_x);
+    add_grad(c, gamma, grad_gamma);
   });
 }
 

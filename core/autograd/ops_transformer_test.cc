@@ -1,4 +1,4 @@
-// layer_norm, embedding, causal_softmax and causal_self_attention against hand values and naive loops.
+// layer_norm, rms_norm, embedding, causal_softmax and causal_self_attention against hand values and naive loops.
 #include "core/autograd/ops.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +44,30 @@ TEST(LayerNorm, GammaOfTheWrongWidthRaisesNamingTheShapes) {
   expect_shape_error([&] {
     layer_norm(ctx, constant(Tensor::zeros({2, 4})), constant(Tensor::zeros({3})), constant(Tensor::zeros({4})));
   }, {"layer_norm", "[2,4]", "[3]"});
+}
+
+TEST(RmsNorm, DividesAKnownRowByItsRootMeanSquareThenScales) {
+  Context ctx(cpu_kernels());
+  const Var x = constant(Tensor::from_values({2, 2}, {3, 4, -1, 1}));
+  const Var gamma = constant(Tensor::from_values({2}, {1, 2}));
+  // Mean squares 12.5 and 1; the mean is not subtracted.
+  const float first = 1.0f / std::sqrt(12.5f + 1e-5f), second = 1.0f / std::sqrt(1.0f + 1e-5f);
+  expect_close(rms_norm(ctx, x, gamma).value(), {3 * first, 8 * first, -second, 2 * second});
+}
+
+TEST(RmsNorm, GradientsMatchIncludingEmptyRowsAndSizeOneOrZeroWidth) {
+  for (const Shape& shape : {Shape{3, 4}, Shape{2, 2, 4}, Shape{4}, Shape{0, 4}, Shape{3, 1}, Shape{2, 0}}) {
+    SCOPED_TRACE(shape_str(shape));
+    expect_gradients_match([](Context& ctx, const std::vector<Var>& in) {
+      return weighted_sum(ctx, rms_norm(ctx, in[0], in[1]));
+    }, {ramp(shape, 10.0f), ramp({shape.back()}, 1.0f, 1)});
+  }
+}
+
+TEST(RmsNorm, GammaOfTheWrongWidthRaisesNamingTheShapes) {
+  Context ctx(cpu_kernels());
+  expect_shape_error([&] { rms_norm(ctx, constant(Tensor::zeros({2, 4})), constant(Tensor::zeros({3}))); },
+                     {"rms_norm", "[2,4]", "[3]"});
 }
 
 TEST(Embedding, PicksTableRowsByIdAndKeepsTheIdsShape) {

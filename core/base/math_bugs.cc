@@ -20,6 +20,7 @@ constexpr MathBugInfo kMathBugs[] = {
     {"clip-norm-squared", "clipping decided and scaled by the squared norm (the square root left out)"},
     {"gelu-exact-instead-of-tanh", "GELU computed with erf where the tanh approximation is the model's"},
     {"layer-norm-eps-1e3", "LayerNorm's eps is 1e-3 instead of 1e-5"},
+    {"rms-norm-eps-1e3", "RMSNorm's eps is 1e-3 instead of 1e-5"},
     {"causal-mask-leaks-next-token", "the causal mask lets each position see the next token too"},
     {"attention-backward-value-at-key", "attention's backward reads the values at the keys' offset in qkv"},
     {"embedding-backward-repeated-id-once", "the embedding's gradient counts a repeated id once, not once per use"},

@@ -1,5 +1,5 @@
 // Process-wide switches that plant a known bug in the arithmetic the engine and its DDP reference
-// share (AdamW, clipping, GELU, LayerNorm, attention, embeddings). zero3's own properties cannot see these — both sides of
+// share (AdamW, clipping, GELU, LayerNorm, RMSNorm, attention, embeddings). zero3's own properties cannot see these — both sides of
 // every comparison run the same wrong math — so they show what only an outside oracle catches:
 // `zero3 fuzz --target torch --math-bug NAME` must report a reference_disagreement for each.
 //
@@ -37,6 +37,8 @@ enum class MathBug : uint8_t {
   gelu_exact_instead_of_tanh,
   // LayerNorm's eps 1e-3 instead of 1e-5: a default taken from another framework (Keras uses 1e-3).
   layer_norm_eps_1e3,
+  // RMSNorm's eps 1e-3 instead of 1e-5: the same slip in LLaMA's norm.
+  rms_norm_eps_1e3,
   // The causal mask lets each query see the next token too (a mask built with diagonal=1 where 0
   // was meant, or an off-by-one in a fused kernel's bound): the model reads the token it predicts.
   causal_mask_leaks_next_token,

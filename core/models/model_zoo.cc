@@ -62,6 +62,7 @@ const std::map<std::string, const char*>& builtin_specs() {
           {"type": "tied_linear", "tie_to": "layers.0", "transpose": true, "bias": true},
           {"type": "unused_linear", "out": 4}, {"type": "bias", "shape": [1]},
           {"type": "concat", "layers": [{"type": "raw_scale", "shape": [1]}]}, {"type": "gelu"},
+          {"type": "residual", "layers": [{"type": "rms_norm"}, {"type": "swiglu", "hidden": 8}]},
           {"type": "linear", "out": 4, "bias": false}]})"},
       {"transformer-tiny", R"({"kind": "sequential", "vocab": 32, "context": 8, "loss": "cross_entropy", "layers": [
           {"type": "embedding", "dim": 16},

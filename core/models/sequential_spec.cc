@@ -15,6 +15,8 @@
 #include "core/nn/moe.h"
 #include "core/nn/repeat.h"
 #include "core/nn/residual.h"
+#include "core/nn/rms_norm.h"
+#include "core/nn/swiglu.h"
 #include "core/nn/tied_linear.h"
 #include "core/nn/unused_linear.h"
 
@@ -133,6 +135,17 @@ BuiltLayer SequentialBuilder::unfrozen_layer(const SpecNode& node, const std::st
     node.expect_object({"type", "requires_grad"}, what);
     if (width < 1) node.fail("a layer_norm needs an input width of at least 1, got 0");
     return {std::make_unique<LayerNorm>(width), width};
+  }
+  if (type == "rms_norm") {
+    node.expect_object({"type", "requires_grad"}, what);
+    if (width < 1) node.fail("an rms_norm needs an input width of at least 1, got 0");
+    return {std::make_unique<RmsNorm>(width), width};
+  }
+  if (type == "swiglu") {
+    node.expect_object({"type", "hidden", "bias", "requires_grad"}, what);
+    const int64_t hidden = node.at("hidden").integer(0);
+    const bool has_bias = node.at("bias").boolean_or(false);
+    return {std::make_unique<SwiGlu>(width, hidden, has_bias, fan_in_std(width), fan_in_std(hidden)), width};
   }
   if (type == "scale" || type == "bias") {
     node.expect_object({"type", "shape", "requires_grad"}, what);
@@ -287,7 +300,7 @@ void SequentialBuilder::remember(const Module& module, const std::string& name) 
 const std::vector<std::string>& sequential_layer_types() {
   static const std::vector<std::string> types = {
       "linear", "tied_linear", "unused_linear", "gelu", "relu", "layer_norm", "scale", "bias", "raw_scale",
-      "residual", "concat", "sum_residual", "repeat", "moe", "embedding", "causal_self_attention"};
+      "residual", "concat", "sum_residual", "repeat", "moe", "embedding", "causal_self_attention", "rms_norm", "swiglu"};
   return types;
 }
 

@@ -82,6 +82,23 @@ ZERO3_AVX2_CLONES void gelu_backward_loop(const float* in, const float* grad_out
   for (int64_t i = 0; i < n; ++i) grad_in[i] = element_math::gelu_derivative(in[i]) * grad_out[i];
 }
 
+// SiLU, x sigmoid(x), and its derivative s (1 + x (1 - s)), in double from libm's exp and then
+// rounded (as the softmax kernels use exp): backend_cuda's cuda_element_functions.h computes the same.
+void silu_loop(const float* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = in[i];
+    out[i] = static_cast<float>(x / (1.0 + std::exp(-x)));
+  }
+}
+
+void silu_backward_loop(const float* in, const float* grad_out, float* grad_in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = in[i];
+    const double s = 1.0 / (1.0 + std::exp(-x));
+    grad_in[i] = static_cast<float>(s * (1.0 + x * (1.0 - s))) * grad_out[i];
+  }
+}
+
 // Math bug gelu_exact_instead_of_tanh (core/base/math_bugs.h): the erf GELU, x Phi(x), and its
 // exact derivative Phi(x) + x phi(x), so that forward and backward stay consistent (gradient
 // checks hold with the bug on). In double, then rounded: a planted bug, not a hot path.
@@ -184,6 +201,8 @@ void CpuKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
       } else {
         gelu_loop(pi + begin, po + begin, end - begin);
       }
+    } else if (op == UnaryOp::silu) {
+      silu_loop(pi + begin, po + begin, end - begin);
     } else {
       for (int64_t i = begin; i < end; ++i) po[i] = pi[i] < 0.0f ? 0.0f : pi[i];  // std::max(x, 0): NaN and -0 pass through
     }
@@ -206,6 +225,8 @@ void CpuKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad
       } else {
         gelu_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
       }
+    } else if (op == UnaryOp::silu) {
+      silu_backward_loop(pi + begin, pg + begin, po + begin, end - begin);
     } else {
       for (int64_t i = begin; i < end; ++i) po[i] = (pi[i] > 0.0f ? 1.0f : 0.0f) * pg[i];
     }

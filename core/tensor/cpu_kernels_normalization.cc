@@ -1,4 +1,4 @@
-// Kernels that normalise rows: layer norm, causal softmax, and cross-entropy with its softmax.
+// Kernels that normalise rows: layer norm, RMSNorm, causal softmax, and cross-entropy with its softmax.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -105,6 +105,62 @@ void CpuKernels::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
       pdgamma[c] = static_cast<float>(dgamma[c - first]);
       pdbeta[c] = static_cast<float>(dbeta[c - first]);
     }
+  });
+}
+
+void CpuKernels::rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out, Tensor& rstd) {
+  check_rms_norm_forward_sizes(x, gamma, out, rstd);
+  const int64_t cols = gamma.numel();
+  const int64_t rows = rstd.numel();
+  const FloatsIn px = read(x), pg = read(gamma);
+  FloatsOut po = write(out), pr = write(rstd);
+  parallel_blocks(rows, rows_per_block(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = px.get() + r * cols;
+      double squares = 0.0;
+      for (int64_t c = 0; c < cols; ++c) squares += static_cast<double>(row[c]) * row[c];
+      const double mean_square = cols > 0 ? squares / static_cast<double>(cols) : 0.0;
+      const double inv = 1.0 / std::sqrt(mean_square + static_cast<double>(eps));
+      pr[r] = static_cast<float>(inv);
+      for (int64_t c = 0; c < cols; ++c) po[r * cols + c] = static_cast<float>(row[c] * inv) * pg[c];
+    }
+  });
+}
+
+void CpuKernels::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                                   Tensor& grad_x, Tensor& grad_gamma) {
+  check_rms_norm_backward_sizes(x, gamma, rstd, grad_out, grad_x, grad_gamma);
+  const int64_t cols = gamma.numel();
+  const int64_t rows = rstd.numel();
+  const FloatsIn px = read(x), pg = read(gamma), pr = read(rstd), pdy = read(grad_out);
+  FloatsOut pdx = write(grad_x), pdgamma = write(grad_gamma);
+  // As layer_norm_backward: rows in blocks of rows, then gamma's gradient in blocks of columns,
+  // each column summed over the rows in row order (any thread count gives the bits of one).
+  parallel_blocks(rows, rows_per_block(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const float* row = px.get() + r * cols;
+      const float* dy = pdy.get() + r * cols;
+      // dx = rstd * (dxhat - xhat * mean(dxhat * xhat)), with xhat = x * rstd and dxhat = dy * gamma.
+      double sum_dxhat_xhat = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        sum_dxhat_xhat += static_cast<double>(dy[c]) * pg[c] * (row[c] * static_cast<double>(pr[r]));
+      }
+      const double mean_dxhat_xhat = sum_dxhat_xhat / static_cast<double>(cols);
+      for (int64_t c = 0; c < cols; ++c) {
+        const double xhat = row[c] * static_cast<double>(pr[r]);
+        const double dxhat = static_cast<double>(dy[c]) * pg[c];
+        pdx[r * cols + c] = static_cast<float>(pr[r] * (dxhat - xhat * mean_dxhat_xhat));
+      }
+    }
+  });
+  parallel_blocks(cols, rows_per_block(rows), [&](int64_t first, int64_t last) {
+    std::vector<double> dgamma(static_cast<size_t>(last - first), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = px.get() + r * cols;
+      const float* dy = pdy.get() + r * cols;
+      for (int64_t c = first; c < last; ++c) dgamma[c - first] += dy[c] * (row[c] * static_cast<double>(pr[r]));
+    }
+    for (int64_t c = first; c < last; ++c) pdgamma[c] = static_cast<float>(dgamma[c - first]);
   });
 }
 

@@ -121,6 +121,19 @@ void check_layer_norm_backward_sizes(const Tensor& x, const Tensor& gamma, const
               "layer_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
 }
 
+// RMSNorm's rows are rstd's elements and its columns gamma's.
+void check_rms_norm_forward_sizes(const Tensor& x, const Tensor& gamma, const Tensor& out, const Tensor& rstd) {
+  ZERO3_CHECK(x.numel() == rstd.numel() * gamma.numel() && out.numel() == x.numel(),
+              "rms_norm sizes: x " + describe(x) + " gamma " + describe(gamma) + " rstd " + describe(rstd));
+}
+
+void check_rms_norm_backward_sizes(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                                   const Tensor& grad_x, const Tensor& grad_gamma) {
+  ZERO3_CHECK(x.numel() == rstd.numel() * gamma.numel() && grad_out.numel() == x.numel() &&
+                  grad_x.numel() == x.numel() && grad_gamma.numel() == gamma.numel(),
+              "rms_norm_backward sizes: x " + describe(x) + " gamma " + describe(gamma));
+}
+
 void check_causal_softmax_forward_sizes(const Tensor& scores, const Tensor& out) {
   ZERO3_CHECK(out.numel() == scores.numel(), "causal_softmax out " + describe(out));
 }

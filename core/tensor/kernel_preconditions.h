@@ -40,6 +40,9 @@ void check_layer_norm_forward_sizes(const Tensor& x, const Tensor& gamma, const 
                                     const Tensor& mean, const Tensor& rstd);
 void check_layer_norm_backward_sizes(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& grad_out,
                                      const Tensor& grad_x, const Tensor& grad_gamma, const Tensor& grad_beta);
+void check_rms_norm_forward_sizes(const Tensor& x, const Tensor& gamma, const Tensor& out, const Tensor& rstd);
+void check_rms_norm_backward_sizes(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                                   const Tensor& grad_x, const Tensor& grad_gamma);
 void check_causal_softmax_forward_sizes(const Tensor& scores, const Tensor& out);
 void check_causal_softmax_backward_sizes(const Tensor& out, const Tensor& grad_out, const Tensor& grad_scores);
 void check_cross_entropy_forward_sizes(const Tensor& logits, const Tensor& targets, const Tensor& loss,

@@ -23,7 +23,7 @@
 namespace zero3 {
 
 enum class BinaryOp : uint8_t { add, sub, mul };
-enum class UnaryOp : uint8_t { gelu, relu };
+enum class UnaryOp : uint8_t { gelu, relu, silu };
 
 // The scalars of one AdamW update, computed once per step by the optimizer (training/optimizer.h)
 // from its hyperparameters and the step number; the kernel applies them element by element.
@@ -101,6 +101,12 @@ class Kernels {
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma,
                                    Tensor& grad_beta) = 0;
+
+  // x [rows, C]; gamma [C]; out = x * rstd * gamma with rstd = 1 / sqrt(mean(x^2) + eps) per row,
+  // saved [rows] for backward (RMSNorm: LayerNorm without the mean and the bias).
+  virtual void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out, Tensor& rstd) = 0;
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                                 Tensor& grad_x, Tensor& grad_gamma) = 0;
 
   // table [V, C], ids [N] (integer values) -> out [N, C]; backward scatter-adds into grad_table.
   virtual void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) = 0;

@@ -35,7 +35,7 @@ struct TargetCase {
 // The zero3 layer types a runner can checkpoint (PROTOCOL.md, `activation_checkpointing`): the ones
 // its torch twin has a module class of its own for.
 inline const std::vector<std::string> kCheckpointableTypes = {"linear", "layer_norm", "causal_self_attention",
-                                                              "embedding", "moe", "mlp"};
+                                                              "embedding", "moe", "mlp", "rms_norm", "swiglu"};
 
 // What a campaign draws beyond the first space (flat ZeRO-3, f32, small feature models). Each part
 // is off by default, and with every part off the draws are exactly those of before, so earlier

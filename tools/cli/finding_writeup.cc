@@ -37,6 +37,8 @@ std::string layer_text(const nlohmann::json& layer) {
     text += "(" + layer.value("heads", nlohmann::json(1)).dump() + " heads" +
             (layer.value("bias", true) ? "" : ", no qkv bias") + (layer.value("proj_bias", true) ? "" : ", no proj bias") +
             ")";
+  } else if (type == "swiglu") {
+    text += "(hidden " + layer.value("hidden", nlohmann::json(0)).dump() + (layer.value("bias", false) ? ", bias" : "") + ")";
   } else if (layer.contains("layers")) {
     if (type == "repeat") text += " x" + layer.value("times", nlohmann::json(1)).dump();
     text += "[" + layers_text(layer["layers"]) + "]";

@@ -253,7 +253,7 @@ def seed_bug_cases(runner_class, python, work, gate_model):
     # layer, 2 micro-steps per step and class-id targets. DeepSpeed agrees with the reference,
     # and the script's divergence check must find nothing either.
     inline_types = {"kind": "sequential", "input_width": 8, "loss": "cross_entropy", "layers": [
-        {"type": "linear", "out": 16}, {"type": "layer_norm"},
+        {"type": "linear", "out": 16}, {"type": "layer_norm"}, {"type": "swiglu", "hidden": 8}, {"type": "rms_norm"},
         {"type": "repeat", "times": 2, "layers": [{"type": "linear", "out": 16}, {"type": "gelu"}]},
         {"type": "residual", "layers": [{"type": "scale", "shape": [16, 1]}, {"type": "relu"}]},
         {"type": "concat", "layers": [{"type": "bias", "shape": [1]}]},

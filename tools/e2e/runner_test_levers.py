@@ -116,7 +116,7 @@ def case_key_errors():
             settings(hpz_partition_size=2), settings(hpz_partition_size=1, shard_group_size=2),
             settings(hpz_partition_size=2, shard_group_size=4)]
     good.append({**settings(), "activation_checkpointing": ["linear", "layer_norm", "causal_self_attention",
-                                                            "embedding", "moe", "mlp"]})
+                                                            "embedding", "moe", "mlp", "rms_norm", "swiglu"]})
     for made in good:
         try:
             check_settings(made, "case.json")
@@ -133,8 +133,10 @@ def checkpointing_errors():
     others once, and the parameter names stay. -> failures."""
     model = {"kind": "sequential", "vocab": 7, "context": 3, "loss": "cross_entropy", "layers": [
         {"type": "embedding", "dim": 4}, {"type": "causal_self_attention", "heads": 2}, {"type": "layer_norm"},
-        {"type": "unused_linear", "out": 3}, {"type": "moe", "experts": 1, "hidden": 4}, {"type": "linear", "out": 7}]}
-    chosen = ["linear", "embedding"]  # a linear inside the attention and the MoE too; none nested in another
+        {"type": "unused_linear", "out": 3}, {"type": "moe", "experts": 1, "hidden": 4}, {"type": "rms_norm"},
+        {"type": "swiglu", "hidden": 5}, {"type": "linear", "out": 7}]}
+    # a linear inside the attention, the MoE and the SwiGLU too; none nested in another
+    chosen = ["linear", "embedding", "rms_norm"]
     torch.manual_seed(SEED)
     built = build_model(model)
     names = [n for n, _ in built.named_parameters()]
@@ -149,7 +151,7 @@ def checkpointing_errors():
     loss.backward()
     twice = {name for name, count in calls.items() if count == 2}
     expected = {"layers.0", "layers.1.qkv", "layers.1.proj", "layers.4.gate", "layers.4.experts.0.fc",
-                "layers.4.experts.0.proj", "layers.5"}
+                "layers.4.experts.0.proj", "layers.5", "layers.6.gate", "layers.6.up", "layers.6.down", "layers.7"}
     failures = []
     if twice != expected:
         failures.append(f"checkpointing {chosen}: the modules recomputed are {sorted(twice)}, expected "

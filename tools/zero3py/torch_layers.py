@@ -44,6 +44,44 @@ class LayerNorm(torch.nn.LayerNorm):
         return F.layer_norm(x, self.normalized_shape, operand(self.weight, x), operand(self.bias, x), self.eps)
 
 
+def rms_norm(x, normalized_shape, weight, eps):
+    """F.rms_norm where this torch has it (2.4 on: the runners'); else its math written out for
+    torch 1.13, in f32 for a bf16 or f16 x and rounded once at the end, as F.rms_norm's CPU kernel
+    and zero3's rms_norm op round."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, normalized_shape, weight, eps)
+    wide = x.float() if x.dtype in LOW_PRECISION else x
+    out = wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps) * weight.to(wide.dtype)
+    return out.to(x.dtype)
+
+
+class RMSNorm(torch.nn.Module):
+    """core/nn/rms_norm.cc: x * rsqrt(mean(x^2 over the features) + eps) * weight, the weight [w]
+    starting at ones; no mean subtracted and no bias (eps 1e-5 as core/nn/rms_norm.h)."""
+
+    def __init__(self, width, eps=1e-5):
+        super().__init__()
+        self.normalized_shape, self.eps = (width,), eps
+        self.weight = torch.nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        return rms_norm(x, self.normalized_shape, operand(self.weight, x), self.eps)
+
+
+class SwiGLU(torch.nn.Module):
+    """core/nn/swiglu.cc: down(silu(gate(x)) * up(x)), gate and up Linear(w, hidden), down
+    Linear(hidden, w), each with a bias iff `bias`; not a residual (a spec wraps it in one). A
+    hidden width or w of 0 gives zero-sized weights."""
+
+    def __init__(self, width, hidden, bias=False):
+        super().__init__()
+        self.gate, self.up = Linear(width, hidden, bias=bias), Linear(width, hidden, bias=bias)
+        self.down = Linear(hidden, width, bias=bias)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
 class Act(torch.nn.Module):
     def __init__(self, kind):
         super().__init__()

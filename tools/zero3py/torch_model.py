@@ -15,11 +15,12 @@ in f32 GPT-2's own gelu_new. The loss is cross-entropy of the logits computed in
 in the logits' dtype, as zero3's.
 
 sequential: parameter names are zero3's own (`layers.0.weight`, `layers.2.layers.0.bias`,
-`layers.4.experts.1.fc.weight`); every layer type of MODEL_SPEC.md is mirrored (torch_layers.py, one
-module per type, forward math as core/nn/*.cc), and a layer's `"requires_grad": false` freezes the
-parameters it owns (a tied_linear's bias only; a moe's gate and experts). The loss is mse or
-cross-entropy over the rows, reported as the double of the f32 value. `model.loss_kind` and
-`model.out_width` say which loss and how many outputs.
+`layers.4.experts.1.fc.weight`, a swiglu's `layers.5.gate.weight`); every layer type of MODEL_SPEC.md
+is mirrored (torch_layers.py, one module per type, forward math as core/nn/*.cc), and a layer's
+`"requires_grad": false` freezes the parameters it owns (a tied_linear's bias only; a moe's gate
+and experts; a swiglu's gate, up and down). The loss is mse or cross-entropy over the rows,
+reported as the double of the f32 value. `model.loss_kind` and `model.out_width` say which loss
+and how many outputs.
 
 A raw_scale reads its parameter outside the framework's view (zero3's raw handle, a constant
 without gradient). Under a sharding framework, how the torch code reaches that parameter decides
@@ -38,8 +39,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from zero3py.torch_layers import (Act, Bias, Body, CausalSelfAttention, LayerNorm, Linear, Moe, Scale, TiedLinear,
-                                  TokenEmbedding, UnusedLinear, make_raw_scale, run_layers)
+from zero3py.torch_layers import (Act, Bias, Body, CausalSelfAttention, LayerNorm, Linear, Moe, RMSNorm, Scale, SwiGLU,
+                                  TiedLinear, TokenEmbedding, UnusedLinear, make_raw_scale, run_layers)
 
 
 def build_layer(spec, width, name, context):
@@ -52,6 +53,10 @@ def build_layer(spec, width, name, context):
         return Act(kind), width
     if kind == "layer_norm":
         return LayerNorm(width, eps=1e-5), width
+    if kind == "rms_norm":
+        return RMSNorm(width, eps=1e-5), width
+    if kind == "swiglu":
+        return SwiGLU(width, spec["hidden"], spec.get("bias", False)), width
     if kind in ("concat", "repeat", "residual", "sum_residual"):
         body, body_width = build_layers(spec["layers"], width, name + ".layers", context)
         return Body(kind, body, spec.get("times", 1)), width + body_width if kind == "concat" else width

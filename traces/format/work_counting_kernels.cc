@@ -31,14 +31,14 @@ void WorkCountingKernels::sum_to_shape(const Tensor& in, Tensor& out) {
 }
 
 void WorkCountingKernels::unary(UnaryOp op, const Tensor& in, Tensor& out) {
-  // GELU's tanh approximation evaluates one tanh per element; ReLU is a comparison.
-  count(bytes_of(in) + bytes_of(out), op == UnaryOp::gelu ? static_cast<double>(in.numel()) : 0.0);
+  // GELU's tanh approximation evaluates one tanh per element, SiLU one exp; ReLU is a comparison.
+  count(bytes_of(in) + bytes_of(out), op != UnaryOp::relu ? static_cast<double>(in.numel()) : 0.0);
   inner_.unary(op, in, out);
 }
 
 void WorkCountingKernels::unary_backward(UnaryOp op, const Tensor& in, const Tensor& grad_out, Tensor& grad_in) {
   backward_kernel();
-  count(bytes_of(in) + bytes_of(grad_out) + bytes_of(grad_in), op == UnaryOp::gelu ? static_cast<double>(in.numel()) : 0.0);
+  count(bytes_of(in) + bytes_of(grad_out) + bytes_of(grad_in), op != UnaryOp::relu ? static_cast<double>(in.numel()) : 0.0);
   inner_.unary_backward(op, in, grad_out, grad_in);
 }
 
@@ -126,6 +126,19 @@ void WorkCountingKernels::layer_norm_backward(const Tensor& x, const Tensor& gam
   count(bytes_of(x) + bytes_of(gamma) + bytes_of(mean) + bytes_of(rstd) + bytes_of(grad_out) + bytes_of(grad_x) +
         bytes_of(grad_gamma) + bytes_of(grad_beta));
   inner_.layer_norm_backward(x, gamma, mean, rstd, grad_out, grad_x, grad_gamma, grad_beta);
+}
+
+void WorkCountingKernels::rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out,
+                                           Tensor& rstd) {
+  count(bytes_of(x) + bytes_of(gamma) + bytes_of(out) + bytes_of(rstd));
+  inner_.rms_norm_forward(x, gamma, eps, out, rstd);
+}
+
+void WorkCountingKernels::rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd,
+                                            const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma) {
+  backward_kernel();
+  count(bytes_of(x) + bytes_of(gamma) + bytes_of(rstd) + bytes_of(grad_out) + bytes_of(grad_x) + bytes_of(grad_gamma));
+  inner_.rms_norm_backward(x, gamma, rstd, grad_out, grad_x, grad_gamma);
 }
 
 void WorkCountingKernels::embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) {

@@ -55,6 +55,9 @@ class WorkCountingKernels : public Kernels {
                           Tensor& mean, Tensor& rstd) override;
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
                            const Tensor& grad_out, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
+  void rms_norm_forward(const Tensor& x, const Tensor& gamma, float eps, Tensor& out, Tensor& rstd) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& rstd, const Tensor& grad_out,
+                         Tensor& grad_x, Tensor& grad_gamma) override;
   void embedding_forward(const Tensor& table, const Tensor& ids, Tensor& out) override;
   void embedding_backward_into(const Tensor& grad_out, const Tensor& ids, Tensor& grad_table) override;
   void cross_entropy_forward(const Tensor& logits, const Tensor& targets, Tensor& loss, Tensor& probs) override;

@@ -13,6 +13,8 @@ SPEC_SEEDS = {
                               {"type": "repeat", "times": 2,
                                "layers": [{"type": "linear", "out": 8}, {"type": "gelu"}]},
                               {"type": "residual", "layers": [{"type": "moe", "experts": 3, "hidden": 4}]},
+                              {"type": "residual", "layers": [{"type": "rms_norm"},
+                                                              {"type": "swiglu", "hidden": 4, "bias": True}]},
                               {"type": "scale", "shape": [1]},
                               {"type": "tied_linear", "tie_to": "layers.0", "transpose": True},
                               {"type": "linear", "out": 3}]},

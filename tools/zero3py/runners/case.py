@@ -30,7 +30,7 @@ TORCH_KEYS = {"raw_access", "raw_gradient"}
 # Optional at the top level: the zero3 layer types whose modules run under activation checkpointing
 # in the target's training (targets.CHECKPOINT_CLASSES maps each to its torch module class).
 OPTIONAL = {"activation_checkpointing"}
-CHECKPOINT_TYPES = ("linear", "layer_norm", "causal_self_attention", "embedding", "moe", "mlp")
+CHECKPOINT_TYPES = ("linear", "layer_norm", "causal_self_attention", "embedding", "moe", "mlp", "rms_norm", "swiglu")
 
 
 class CaseError(ValueError):

@@ -16,13 +16,14 @@ from zero3py.runners.mixed_precision import MasterWeights, f32_average_hook, fin
 from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
 from zero3py.safetensors_io import write_safetensors
-from zero3py.torch_layers import CausalSelfAttention, LayerNorm, Linear, Mlp, Moe, TokenEmbedding
+from zero3py.torch_layers import CausalSelfAttention, LayerNorm, Linear, Mlp, Moe, RMSNorm, SwiGLU, TokenEmbedding
 
 # zero3's leaf_modules names a layer type (these: the runners' modules of that type) or a module name.
-LAYER_CLASSES = {"moe": Moe, "mlp": Mlp, "causal_self_attention": CausalSelfAttention, "embedding": TokenEmbedding}
+LAYER_CLASSES = {"moe": Moe, "mlp": Mlp, "causal_self_attention": CausalSelfAttention, "embedding": TokenEmbedding,
+                 "swiglu": SwiGLU}
 # activation_checkpointing's layer types: the modules of exactly that class (`type(m) is cls`: an
-# UnusedLinear, a subclass of Linear, is not checkpointed as a linear).
-CHECKPOINT_CLASSES = {**LAYER_CLASSES, "linear": Linear, "layer_norm": LayerNorm}
+# UnusedLinear, a subclass of Linear, is not checkpointed as a linear; a swiglu's gate, up and down are).
+CHECKPOINT_CLASSES = {**LAYER_CLASSES, "linear": Linear, "layer_norm": LayerNorm, "rms_norm": RMSNorm}
 assert set(CHECKPOINT_CLASSES) == set(CHECKPOINT_TYPES), "case.CHECKPOINT_TYPES and the classes disagree"
 
 
