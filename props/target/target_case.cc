@@ -11,6 +11,7 @@
 #include "core/models/model_zoo.h"
 #include "core/tensor/safetensors.h"
 #include "props/model_facts.h"
+#include "props/target/memory_verdict.h"
 
 namespace zero3 {
 
@@ -134,6 +135,8 @@ rc::Gen<TargetCase> gen_target_case(const GenLimits& limits, const TargetSpace& 
         {{5, kRawAccessWays[0]}, {1, kRawAccessWays[1]}, {1, kRawAccessWays[2]}, {1, kRawAccessWays[3]}});
     if (space.levers) draw_target_levers(facts, run.world, run.config);
     if (space.bf16) run.config.bf16 = *gen_weighted_element<bool>({{2, false}, {1, true}});
+    if (space.memory) target_case.measure_memory = *gen_weighted_element<bool>({{3, false}, {1, true}});
+    if (target_case.measure_memory) run.steps = std::max(run.steps, kMemoryStepsMin);
     return target_case;
   });
 }
@@ -179,6 +182,7 @@ nlohmann::json target_case_json(const TargetCase& target_case) {
   if (zero.offload_param != OffloadDevice::none) json["zero"]["offload_param"] = offload_name(zero.offload_param);
   if (zero.hpz_group_size > 1) json["zero"]["hpz_partition_size"] = zero.hpz_group_size;
   if (!config.checkpoint_modules.empty()) json["activation_checkpointing"] = config.checkpoint_modules;
+  if (target_case.measure_memory) json["measure_memory"] = true;
   return json;
 }
 
@@ -186,6 +190,7 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
   const JsonReader root(json, source);
   std::vector<std::string> case_keys = kCaseKeys;
   case_keys.push_back("activation_checkpointing");  // optional: layer types run under checkpointing
+  case_keys.push_back("measure_memory");            // optional: per-step tensor bytes (memory_verdict.h)
   root.expect_only_keys(case_keys);
   for (const std::string& key : kCaseKeys) root.at(key);  // every key is required
   if (root.at("zero3_case").as_int(0, 1 << 20) != kCaseVersion) root.at("zero3_case").fail("1");
@@ -251,6 +256,13 @@ TargetCase target_case_from_json(const nlohmann::json& json, const std::string& 
     }
     if (inside && (zero.stage != 3 || zero.shard_group_size > 0)) hpz.fail("0 or 1 unless stage 3 without shard_group_size");
   }
+  if (root.has("measure_memory")) {
+    target_case.measure_memory = root.at("measure_memory").as_bool();
+    if (target_case.measure_memory && run.steps < kMemoryStepsMin) {
+      root.at("measure_memory").fail("false with fewer than " + std::to_string(kMemoryStepsMin) +
+                                     " /steps (memory growth is judged over 4 steps or more)");
+    }
+  }
   if (root.has("activation_checkpointing")) {
     const JsonReader modules = root.at("activation_checkpointing");
     for (size_t index = 0; index < modules.size(); ++index) {
@@ -295,7 +307,7 @@ void write_target_case(const TargetCase& target_case, const std::string& directo
 }
 
 std::string describe(const TargetCase& target_case) {
-  return describe(target_case.run) + ", " + target_case.raw_access;
+  return describe(target_case.run) + ", " + target_case.raw_access + (target_case.measure_memory ? ", memory measured" : "");
 }
 
 void showValue(const TargetCase& target_case, std::ostream& os) { os << target_case_json(target_case).dump(); }

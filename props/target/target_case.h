@@ -30,6 +30,9 @@ struct TargetCase {
   std::string raw_access = "cached_reference";
   bool raw_gradient = false;
   double timeout_s = 60.0;
+  // case.json `measure_memory`: every rank reports its tensor bytes per step, judged by
+  // memory_verdict.h; such a case trains at least kMemoryStepsMin steps.
+  bool measure_memory = false;
 };
 
 // The zero3 layer types a runner can checkpoint (PROTOCOL.md, `activation_checkpointing`): the ones
@@ -53,6 +56,9 @@ struct TargetSpace {
   // bf16 compute with f32 master weights in 1 of 3 cases (zero3's bf16.enabled, DeepSpeed's bf16
   // mode, FSDP2's MixedPrecisionPolicy), judged at bf16's tolerances (target_verdict.h).
   bool bf16 = false;
+  // Tensor memory measured per rank and step in 1 of 4 cases, each of those training 4 steps
+  // (memory_verdict.h: memory_growth); shrinks toward unmeasured.
+  bool memory = false;
 };
 
 // W in 1..max_ranks (2 most often), any generated layer (broadcast traps, frozen, tied, zero-sized,

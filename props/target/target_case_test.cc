@@ -6,6 +6,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "core/base/errors.h"
+#include "props/target/memory_verdict.h"
 #include "props/target/target_case.h"
 
 namespace zero3 {
@@ -21,6 +22,16 @@ RC_GTEST_PROP(TargetCase, DrawsNoLeverOutsideTheLeverSpace, ()) {
   const TrainConfig config = (*gen_target_case({.max_ranks = 4}, {.transformer = true})).run.config;
   RC_ASSERT(no_lever(config));
   RC_ASSERT(!config.bf16);
+}
+
+// Measured cases train enough steps for the memory rule, and their measure_memory survives case.json.
+RC_GTEST_PROP(TargetCase, MemoryCasesTrainFourStepsOrMoreAndRoundTrip, ()) {
+  const TargetCase original = *gen_target_case({.max_ranks = 4}, {.memory = true});
+  RC_TAG(original.measure_memory ? "measured" : "unmeasured");
+  RC_ASSERT(!original.measure_memory || original.run.steps >= kMemoryStepsMin);
+  const std::string text = target_case_json(original).dump();
+  RC_ASSERT(target_case_json(target_case_from_json(nlohmann::json::parse(text), "case.json")).dump() == text);
+  RC_ASSERT(!(*gen_target_case({.max_ranks = 4}, {})).measure_memory);
 }
 
 RC_GTEST_PROP(TargetCase, LeverCasesAreValidForTheRunnersAndRoundTripThroughTheirCaseJson, ()) {
@@ -117,6 +128,13 @@ TEST(TargetCase, LeversARunnerCannotRunAreRefusedNamingTheirPath) {
   json = small_case_json(4);
   json["dtype"] = "f16";
   expect_refused(json, "/dtype");
+  json = small_case_json(4);
+  json["measure_memory"] = "yes";
+  expect_refused(json, "/measure_memory");
+  json = small_case_json(4);
+  json["steps"] = 3;
+  json["measure_memory"] = true;
+  expect_refused(json, "/measure_memory");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "core/base/errors.h"
 #include "core/tensor/safetensors.h"
+#include "props/target/memory_verdict.h"
 #include "props/target/target_fuzzer.h"
 
 namespace zero3 {
@@ -119,6 +120,38 @@ TEST(TargetFuzzer, AWrongForwardAndAWrongBackwardAreTwoSilentFindings) {
   std::set<std::string> signatures;
   for (const TargetFinding& finding : report.findings) signatures.insert(finding.verdict.signature);
   EXPECT_EQ(signatures, (std::set<std::string>{"silent_divergence in the loss", "silent_divergence in the gradient norm"}));
+}
+
+// A framework that keeps one more tensor per step on rank 0 of every measured case: found as
+// memory_growth (its numbers agree), and shrunk to a measured case, the smallest that still shows it.
+TEST(TargetFuzzer, AFrameworkThatHoldsMoreAfterEveryStepIsAMemoryGrowthFinding) {
+  const AskRunner ask = fake_runner([](const std::string& directory, nlohmann::json& answer) {
+    const TargetCase target_case = read_target_case(directory + "/case.json");
+    if (!target_case.measure_memory) return false;
+    nlohmann::json held = nlohmann::json::array(), peak = nlohmann::json::array();
+    for (int rank = 0; rank < target_case.run.world; ++rank) {
+      nlohmann::json rank_held = nlohmann::json::array(), rank_peak = nlohmann::json::array();
+      for (int64_t step = 0; step < target_case.run.steps; ++step) {
+        const int64_t kept = rank == 0 ? 64 * step : 0;  // the leak: 64 bytes more after each step
+        rank_held.push_back(step == 0 ? 500 : 1000 + kept);
+        rank_peak.push_back(2000 + kept);
+      }
+      held.push_back(rank_held);
+      peak.push_back(rank_peak);
+    }
+    answer["framework"]["held_bytes"] = held;
+    answer["framework"]["peak_bytes"] = peak;
+    return true;
+  });
+  const TargetFuzzReport report = run_target_fuzz(
+      {.cases = 12, .seed = 7, .max_ranks = 3, .work_dir = work_dir("memory"), .space = {.memory = true}}, ask);
+  ASSERT_EQ(report.findings.size(), 1u);
+  const TargetFinding& finding = report.findings[0];
+  EXPECT_EQ(finding.verdict.kind, TargetVerdictKind::memory_growth);
+  EXPECT_EQ(finding.verdict.signature, "memory_growth in the held bytes");
+  EXPECT_NE(finding.verdict.message.find("rank 0"), std::string::npos) << finding.verdict.message;
+  EXPECT_TRUE(finding.shrunk.measure_memory);
+  EXPECT_EQ(finding.shrunk.run.steps, kMemoryStepsMin) << "the steps shrink to the fewest the rule judges";
 }
 
 TEST(TargetFuzzer, AnAgreeingFrameworkHasNoFindingAndItsCasesAreCleanedUp) {

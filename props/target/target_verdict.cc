@@ -14,6 +14,7 @@
 #include "core/base/errors.h"
 #include "core/models/model_zoo.h"
 #include "core/tensor/safetensors.h"
+#include "props/target/memory_verdict.h"
 #include "sim/distributed_training.h"
 
 namespace zero3 {
@@ -123,6 +124,7 @@ const char* target_verdict_name(TargetVerdictKind kind) {
     case TargetVerdictKind::crash: return "crash";
     case TargetVerdictKind::hang: return "hang";
     case TargetVerdictKind::silent_divergence: return "silent_divergence";
+    case TargetVerdictKind::memory_growth: return "memory_growth";
     case TargetVerdictKind::reference_disagreement: return "reference_disagreement";
     case TargetVerdictKind::unsupported: return "unsupported";
   }
@@ -393,6 +395,10 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
       return {.kind = TargetVerdictKind::silent_divergence,
               .message = "the framework trained without an error, off its unsharded reference: " + describe(divergence),
               .signature = "silent_divergence in the " + divergence.quantity};
+    }
+    // The framework trained right; did it keep what it no longer needs?
+    if (const auto growth = memory_growth(answer.at("framework"))) {
+      return {.kind = TargetVerdictKind::memory_growth, .message = *growth, .signature = "memory_growth in the held bytes"};
     }
     // Against the runner's float64 run when there is one: zero3's f32 may be as far from it as
     // torch's f32 is, ten times over. The two f32 runs use different kernels, so a gradient that

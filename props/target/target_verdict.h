@@ -1,6 +1,7 @@
 // Judging a differential runner's answer to a target case (tools/zero3py/runners/PROTOCOL.md):
 // the framework's run against the runner's own unsharded reference, and that reference against
-// zero3's DDP reference of the same case. Verdicts: agree, crash, hang, silent_divergence, and
+// zero3's DDP reference of the same case. Verdicts: agree, crash, hang, silent_divergence,
+// memory_growth (memory_verdict.h, when the case measured memory) and
 // reference_disagreement (the two references differ: a bug in zero3 or in the runner's model
 // builder, found by the same fuzz).
 //
@@ -68,7 +69,7 @@ struct TargetTolerance {
 // widened further, as in f32, by ten times the case's measured rounding spread.
 TargetTolerance target_tolerance(const TargetCase& target_case);
 
-enum class TargetVerdictKind { agree, crash, hang, silent_divergence, reference_disagreement, unsupported };
+enum class TargetVerdictKind { agree, crash, hang, silent_divergence, memory_growth, reference_disagreement, unsupported };
 const char* target_verdict_name(TargetVerdictKind kind);
 
 struct TargetVerdict {

@@ -74,6 +74,9 @@ std::string expected_text(const TargetFinding& finding) {
     case TargetVerdictKind::silent_divergence:
       return "the losses, gradient norms and final weights of the same model trained unsharded in plain PyTorch "
              "(the second number of each pair above).";
+    case TargetVerdictKind::memory_growth:
+      return "each rank holds the same tensor bytes after every step from the second on (AdamW's moments are made "
+             "in the first step; the frameworks' healthy runs hold the same bytes to the byte from then on).";
     default:
       return "the unsharded reference's numbers.";
   }

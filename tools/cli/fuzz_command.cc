@@ -315,6 +315,9 @@ void add_fuzz_command(CLI::App& app) {
   command->add_flag("--target-bf16", flags->target.space.bf16,
                     "--target: a third of the cases in bf16 with f32 master weights (deepspeed: bf16.enabled; fsdp2: "
                     "MixedPrecisionPolicy(bf16 parameters, f32 reduction)), judged at bf16's tolerances");
+  command->add_flag("--target-memory", flags->target.space.memory,
+                    "--target: a quarter of the cases measure every rank's tensor bytes per step over 4 steps; a rank "
+                    "that holds more after every step from the second on is a memory_growth finding");
   command->add_option("--math-bug", flags->math_bug, math_bug_help());
   command->add_option("--max-findings", flags->target.findings_max,
                       "--target: end the campaign once this many distinct findings are kept (0: run all --cases)")
@@ -345,9 +348,9 @@ void add_fuzz_command(CLI::App& app) {
     }
     const TargetSpace& space = flags->target.space;
     if (!flags->target.runner_command.empty() || !flags->target.report_path.empty() || space.shard_groups ||
-        space.transformer || space.levers || space.bf16 || !flags->target.upstream_path.empty()) {
+        space.transformer || space.levers || space.bf16 || space.memory || !flags->target.upstream_path.empty()) {
       throw InputError(
-          "--target-runner, --target-hsdp, --target-transformer, --target-levers, --target-bf16, --report and "
+          "--target-runner, --target-hsdp, --target-transformer, --target-levers, --target-bf16, --target-memory, --report and "
           "--upstream need --target NAME");
     }
     // zero3's own properties compare two sides that share the planted math: only --target can catch it.

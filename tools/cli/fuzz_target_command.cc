@@ -261,6 +261,7 @@ std::string space_flags(const TargetSpace& space) {
   if (space.transformer) flags += " --target-transformer";
   if (space.levers) flags += " --target-levers";
   if (space.bf16) flags += " --target-bf16";
+  if (space.memory) flags += " --target-memory";
   return flags;
 }
 

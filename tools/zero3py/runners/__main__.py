@@ -143,7 +143,11 @@ def answer_case(pools, target, request, log_dir):
     answer.update(reference=reference, seconds=round(time.monotonic() - started, 3))
     if states == {"ok"}:
         first = ranks[0]
-        return {**answer, "status": "ok", "framework": {k: first[k] for k in ("losses", "grad_norms", "weights")}}
+        framework = {k: first[k] for k in ("losses", "grad_norms", "weights")}
+        for key in ("peak_bytes", "held_bytes"):  # measure_memory: every rank's, in rank order (memory.py)
+            if key in first:
+                framework[key] = [a[key] for a in ranks]
+        return {**answer, "status": "ok", "framework": framework}
     if "unsupported" in states and states <= {"ok", "unsupported"}:
         return {**answer, "status": "unsupported", "message": next(a["message"] for a in ranks if "message" in a)}
     if "error" in states:

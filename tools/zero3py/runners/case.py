@@ -29,7 +29,8 @@ OFFLOAD_DEVICES = ("none", "cpu")
 TORCH_KEYS = {"raw_access", "raw_gradient"}
 # Optional at the top level: the zero3 layer types whose modules run under activation checkpointing
 # in the target's training (targets.CHECKPOINT_CLASSES maps each to its torch module class).
-OPTIONAL = {"activation_checkpointing"}
+# measure_memory: true asks each rank for its peak live tensor bytes per step (memory.py; absent is false).
+OPTIONAL = {"activation_checkpointing", "measure_memory"}
 CHECKPOINT_TYPES = ("linear", "layer_norm", "causal_self_attention", "embedding", "moe", "mlp", "rms_norm", "swiglu")
 
 
@@ -114,6 +115,8 @@ def check_settings(settings, where):
                         f"({settings['world']})")
     keys(settings["torch"], TORCH_KEYS, "/torch")
     check_levers(settings, where)
+    if not isinstance(settings.get("measure_memory", False), bool):
+        raise CaseError(f"{where}: /measure_memory is {settings['measure_memory']!r}, expected true or false")
     if settings["dtype"] not in DTYPES:
         raise CaseError(f"{where}: /dtype is {settings['dtype']!r}, expected one of {list(DTYPES)}")
     if settings["zero3_case"] != PROTOCOL_VERSION:

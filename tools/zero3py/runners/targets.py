@@ -12,6 +12,7 @@ import torch.utils.checkpoint
 
 from zero3py.runners.case import CHECKPOINT_TYPES
 from zero3py.runners.deepspeed_bf16 import deepspeed_bf16_settings, deepspeed_master_weights, set_deepspeed_masters_
+from zero3py.runners.memory import measured, steps
 from zero3py.runners.mixed_precision import MasterWeights, f32_average_hook, finish_mixed_gradients
 from zero3py.runners.training import (TrainingLoss, Unsupported, backward, build_case_model, final_weights, make_optimizer,
                                       train_steps, trainable)
@@ -187,7 +188,7 @@ def train_deepspeed(case, rank, world, weights_path):
     try:
         if case.dtype == "bf16":
             set_deepspeed_masters_(model, case.init)
-        for step in range(case.steps):
+        for step in steps(case):  # range(case.steps), measured when the case asks (memory.py)
             micro_losses = []
             for micro in range(case.gas):
                 loss = engine(*case.rank_batch(step, micro, rank))
@@ -292,4 +293,6 @@ def train_fsdp2(case, rank, world, weights_path):
 
 
 TARGETS = {"torch": train_torch_ddp, "deepspeed": train_deepspeed, "fsdp2": train_fsdp2}
+# A case with measure_memory gets each rank's peak and held bytes per step in its answer (memory.py).
+TARGETS = {name: measured(train) for name, train in TARGETS.items()}
 

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from zero3py.runners.memory import steps
 from zero3py.safetensors_io import write_safetensors
 from zero3py.torch_model import build_model, load_tensors_
 
@@ -91,7 +92,7 @@ def train_steps(case, params, optimizer, micro_step, finish=None, step_loss=floa
     step_loss(the mean of its micro-step losses). Returns (losses, norms)."""
     finish = finish or finish_gradients(case)
     losses, norms = [], []
-    for step in range(case.steps):
+    for step in steps(case):  # range(case.steps), each step's memory measured when the case asks
         optimizer.zero_grad(set_to_none=True)
         micro_losses = [micro_step(step, micro) for micro in range(case.gas)]
         norms.append(finish(params))
