@@ -92,7 +92,8 @@ def attention(heads, **more):
 
 
 DENSE = spec(6, "cross_entropy", [L(8), {"type": "layer_norm"}, {"type": "gelu"}, {"type": "unused_linear", "out": 5},
-                                  L(8, requires_grad=False), {"type": "relu"}, L(3, bias=False)])
+                                  {"type": "swiglu", "hidden": 4, "bias": True}, L(8, requires_grad=False),
+                                  {"type": "rms_norm"}, {"type": "relu"}, L(3, bias=False)])
 BROADCAST = spec(4, "mse", [
     {"type": "concat", "layers": [L(2)]}, {"type": "residual", "layers": [{"type": "scale", "shape": [6, 1]},
                                                                           {"type": "relu"}]},
@@ -477,7 +478,7 @@ def random_layers(rng, width, prefix, named, budget, keep_width=False, depth=0, 
         budget[0] -= 1
         name = f"{prefix}.{first + len(layers)}"
         kinds = ["linear", "unused_linear", "layer_norm", "gelu", "relu", "scale", "bias", "raw_scale", "moe",
-                 "causal_self_attention"]
+                 "causal_self_attention", "rms_norm", "swiglu"]
         if depth < 2 and budget[0] > 0:
             kinds += ["residual", "sum_residual", "repeat"] + ([] if keep_width else ["concat"])
         ties = [n[:-len(".weight")] for n, shape in named.items() if n.endswith(".weight") and len(shape) == 2
@@ -501,6 +502,16 @@ def random_layers(rng, width, prefix, named, budget, keep_width=False, depth=0, 
             out = layer["out"] if kind == "linear" else width
         elif kind == "layer_norm":
             named[f"{name}.weight"], named[f"{name}.bias"] = [width], [width]
+        elif kind == "rms_norm":
+            named[f"{name}.weight"] = [width]
+        elif kind == "swiglu":  # a hidden width of 0: zero-sized weights, which nothing later ties or reads
+            layer.update(hidden=rng.choice([0, 2, 4]), **({"bias": True} if rng.random() < 0.4 else {}))
+            for child, shape in (("gate", [layer["hidden"], width]), ("up", [layer["hidden"], width]),
+                                 ("down", [width, layer["hidden"]])):
+                if layer["hidden"]:
+                    named[f"{name}.{child}.weight"] = shape
+                    if layer.get("bias"):
+                        named[f"{name}.{child}.bias"] = shape[:1]
         elif kind in ("scale", "bias") or (kind == "raw_scale" and (not reads or rng.random() < 0.4)):
             layer["shape"] = rng.choice([[width], [width, 1], [1]])
             named[f"{name}.{'bias' if kind == 'bias' else 'scale'}"] = layer["shape"]
@@ -532,7 +543,8 @@ def random_layers(rng, width, prefix, named, budget, keep_width=False, depth=0, 
                 out = width + inner
             if kind == "repeat":
                 layer["times"] = rng.choice([2, 3])
-        if kind in ("linear", "unused_linear", "scale", "bias", "moe", "causal_self_attention") and rng.random() < 0.15:
+        if kind in ("linear", "unused_linear", "scale", "bias", "moe", "causal_self_attention", "rms_norm",
+                    "swiglu") and rng.random() < 0.15:
             layer["requires_grad"] = False
         layers.append(layer)
         width = out
@@ -578,8 +590,9 @@ def sweep_lines(cases, work, count=300, seed=1):
                                                        "external_parameter"]), "raw_gradient": rng.random() < 0.3}
         if any(layer["type"] == "moe" for layer in all_specs(layers)):
             settings["zero"]["leaf_modules"] = ["moe"]
-        if any(layer["type"] == "causal_self_attention" for layer in all_specs(layers)) and rng.random() < 0.3:
-            settings["zero"]["leaf_modules"].append("causal_self_attention")
+        for leaf in ("causal_self_attention", "swiglu"):
+            if any(layer["type"] == leaf for layer in all_specs(layers)) and rng.random() < 0.3:
+                settings["zero"]["leaf_modules"].append(leaf)
         if settings["world"] == 4 and rng.random() < 0.5:
             settings["zero"]["shard_group_size"] = 2
         with open(os.path.join(directory, "case.json"), "w") as out:
@@ -972,7 +985,8 @@ def check_cases(cases, runner, wanted, failures, report, counts, work, python):
     # No script for the harness's own disagreements, nor for an answer that is no finding.
     if wanted("unsupported"):
         directory = cases.write("unsupported", "torch", settings_of(HSDP, {}))
-        for signature in ("reference_disagreement in the loss", "reference_error builtins.RuntimeError: boom"):
+        for signature in ("reference_disagreement in the loss", "reference_error builtins.RuntimeError: boom",
+                          "memory_growth in the held bytes"):
             try:
                 write_repro(directory, {"status": "ok"}, os.path.join(directory, "never.py"), "", "deepspeed",
                             signature, python)

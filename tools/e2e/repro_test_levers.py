@@ -10,12 +10,20 @@ ZERO_LEVERS = ("stage", "offload_optimizer", "offload_param", "hpz_partition_siz
 LEVER_LINES = 6
 
 
+# LLaMA's block in a feature model: RMSNorm and a SwiGLU (with biases) in a residual, then the head.
+GATED = {"zero3_model_spec": 1, "name": "repro-test", "kind": "sequential", "input_width": 6, "loss": "mse", "layers": [
+    {"type": "linear", "out": 8}, {"type": "residual", "layers": [{"type": "rms_norm"},
+                                                               {"type": "swiglu", "hidden": 6, "bias": True}]},
+    {"type": "rms_norm"}, {"type": "linear", "out": 2}]}
+
+
 def lever_cases(tokens, tokens_fsdp2, moe, small):
     """Healthy cases with ZeRO's and FSDP2's levers under each target, as repro_test.healthy_cases
     has them: a ZeRO stage below 3 with optimizer offload, stage 3 with parameter offload, hpZ in
     blocks of 2 of 4 ranks, activation checkpointing of attention, linears, layer norms, the
-    embedding and an MoE with its experts (nested: the MoE's recomputation runs its experts' own).
-    The models: repro_test's token model (its FSDP2 form) and MoE, and a small feature model."""
+    embedding and an MoE with its experts (nested: the MoE's recomputation runs its experts' own),
+    and of RMSNorms and a SwiGLU leaf under every target.
+    The models: repro_test's token model (its FSDP2 form) and MoE, a small feature model, GATED."""
     return [
         ("deepspeed-levers-stage-2", "deepspeed", tokens,
          {"gas": 2, "stage": 2, "offload_optimizer": "cpu", "activation_checkpointing": ["causal_self_attention"]},
@@ -32,7 +40,11 @@ def lever_cases(tokens, tokens_fsdp2, moe, small):
         ("fsdp2-levers-hpz", "fsdp2", small, {"world": 4, "hpz_partition_size": 2, "offload_param": "cpu",
                                               "activation_checkpointing": ["linear"]}, "silent_divergence in the loss"),
         ("torch-levers", "torch", tokens, {"offload_param": "cpu", "activation_checkpointing": [
-            "causal_self_attention", "embedding"]}, "silent_divergence in the loss")]
+            "causal_self_attention", "embedding"]}, "silent_divergence in the loss")] + [
+        # A SwiGLU leaf (one DeepSpeed gather of gate, up and down; one FSDP2 unit), it and the RMSNorms checkpointed.
+        (f"{target}-levers-swiglu", target, GATED, {"gas": 2, "leaf_modules": [] if target == "torch" else ["swiglu"],
+                                                    "activation_checkpointing": ["rms_norm", "swiglu"]},
+         "silent_divergence in the loss") for target in ("deepspeed", "fsdp2", "torch")]
 
 
 def random_levers(rng, settings):
@@ -46,4 +58,4 @@ def random_levers(rng, settings):
             zero["hpz_partition_size"] = 2
     if rng.random() < 0.5:
         settings["activation_checkpointing"] = rng.sample(["linear", "layer_norm", "causal_self_attention", "embedding",
-                                                           "moe", "mlp"], rng.randint(1, 3))
+                                                           "moe", "mlp", "rms_norm", "swiglu"], rng.randint(1, 3))

@@ -61,10 +61,11 @@ from zero3py.runners.case import Case
 from zero3py.runners.repro_levers import FRAMEWORK, SCRIPT_CLASSES, Levers
 from zero3py.runners.repro_model import ScriptModel
 from zero3py.runners.repro_text import WIDTH, Call, assignments, fill_literal, layout, literal, number
+from zero3py.runners.targets import LAYER_CLASSES
 from zero3py.runners.training import Unsupported
 
 # The script's class of each layer type a leaf_modules entry may name (targets.LAYER_CLASSES' keys).
-LEAF_CLASSES = {kind: SCRIPT_CLASSES[kind] for kind in ("moe", "mlp", "causal_self_attention", "embedding")}
+LEAF_CLASSES = {kind: SCRIPT_CLASSES[kind] for kind in LAYER_CLASSES}
 # Beyond these the script calls the framework off its reference (relative per step, a norm also
 # 1e-5 absolute; weights: of their update): the harness's (compare.py) for norms and weights, ten
 # times it for the loss (the script does not measure the case's rounding spread, which the
@@ -147,6 +148,9 @@ def expectation(answer, signature):
             return {"kind": "divergence", "quantity": found.group(1)}
         if signature.startswith("silent_divergence"):
             raise Unsupported(f"{signature}: a script checks the loss, the gradient norm or the final weights")
+        if signature.startswith("memory_growth"):
+            raise Unsupported(f"{signature}: a script would need the runner's tensor-byte meter (memory.py) to show it; "
+                              "the case directory replays it with `zero3 fuzz --target T --replay`")
         raise ValueError(f"an ok answer judged {signature!r} is no finding")
     raise ValueError(f"an answer of status {status!r} is no finding to reproduce")
 
@@ -208,7 +212,7 @@ def check_supported(case, target):
         raise Unsupported(f"dtype {case['dtype']}: no script for a bf16 case: its plain-PyTorch reference would need "
                           f"zero3's mixed precision (f32 masters, a bf16 compute copy, gradients widened to f32), "
                           f"DeepSpeed's masters set and read, and the inputs of nn.Linear cast, some 5 lines more "
-                          f"than the 60-line cap leaves a shrunk case's script (up to 58 used)")
+                          f"than the 60-line cap leaves a shrunk case's script")
     if not case["optimizer"].get("bias_correction", True):
         raise Unsupported("bias_correction false: torch.optim.AdamW always corrects")
     group = case["zero"].get("shard_group_size", 0)
@@ -305,8 +309,9 @@ class Script:
         if not self.model.exact:  # else no seed: the weights and data are literals
             pairs.append(("SEED", case["seed"]))
         constants = assignments([(name, str(value)) for name, value in pairs])[0]
+        eps = number(hyper["eps"])  # left out at AdamW's default: 1e-8
         adamw = (f"ADAMW = dict(lr={number(hyper['lr'])}, betas=({number(hyper['betas'][0])}, "
-                 f"{number(hyper['betas'][1])}), eps={number(hyper['eps'])}, "
+                 f"{number(hyper['betas'][1])}), {'' if float(eps) == 1e-8 else f'eps={eps}, '}"
                  f"weight_decay={number(hyper['weight_decay'])})")
         merged = constants.replace(" =", ", ADAMW =", 1) + ", " + adamw[len("ADAMW = "):]
         docstring = [f'"""{title(self.expect, self.levers.framework)}',
@@ -346,9 +351,11 @@ class Script:
             comment = "  # no backward: no trainable parameter reaches the loss"
             return [f"{pad}{f'losses.append({loss}.item())' if record else loss}{comment}"] + (
                 [f"{pad}engine.step()"] if engine else [])
-        if engine:
-            return [f"{pad}engine.backward({'loss := ' if record else ''}{loss})", f"{pad}engine.step()"] + (
-                [f"{pad}losses.append(loss.item())"] if record else [])
+        if engine:  # backward and step on one line where they fit: DeepSpeed's micro-step
+            step = [f"{pad}engine.backward({'loss := ' if record else ''}{loss}); engine.step()"]
+            if len(step[0]) > WIDTH:
+                step = [step[0][:-len("; engine.step()")], f"{pad}engine.step()"]
+            return step + ([f"{pad}losses.append(loss.item())"] if record else [])
         if record:
             return [f"{pad}((loss := {loss}) / GAS).backward()", f"{pad}losses.append(loss.item())"]
         return [f"{pad}({loss} / GAS).backward()"]
@@ -494,6 +501,10 @@ class Script:
         head = f"    for unit in ({listed}):"
         if len(head) <= WIDTH:  # the units on one line, the call under it
             return out + [_fit(f"{head}  # {comment}"), f"        {call}"]
+        aligned = layout(Call("for unit in ", units, f": {call}"), 4)  # filled, aligned after the parenthesis
+        aligned[0] = "    " + aligned[0]
+        if all(len(line) <= WIDTH for line in aligned):
+            return out + [_fit(f"{aligned[0]}  # {comment}")] + aligned[1:]
         return out + [f"    for unit in (  # {comment}"] + ["            " + item for item in _fill(units, 104)] + [
             f"    ): {call}"]
 

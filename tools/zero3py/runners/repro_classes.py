@@ -1,40 +1,37 @@
 """The class texts of the layer types a repro script writes with more than a line or two of its own
 (repro_model.py calls them for the layers a case has): Moe (top-1 routing, experts as the runner
-names them), TiedLinear (an earlier layer's weight, not registered again) and RawScale (a
-parameter read the case's way, torch.raw_access). Each takes the ScriptModel: which variants the
-case's layers need decides the constructor's arguments.
+names them), TiedLinear (an earlier layer's weight, not registered again), RawScale (a
+parameter read the case's way, torch.raw_access) and SwiGLU (gate, up and down). Each takes the
+ScriptModel: which variants the case's layers need decides the constructor's arguments.
 """
 from zero3py.runners.repro_text import WIDTH, assignments, constructor, method
 
 
 def moe_class(model):
-    """Moe: a gate and experts (fc, tanh GELU, proj each: experts.e.fc.weight), top-1 routing.
-    The rows' outputs land by index_add on zeros: every row gets its one expert's output,
-    the values torch_layers.Moe's index_copy and sum give."""
+    """Moe(w, n, h): a gate and n experts (fc w -> h, tanh GELU, proj h -> w each:
+    experts.e.fc.weight), top-1 routing. Each chosen expert's rows (the mask m) get its output,
+    scaled, on zeros: the values torch_layers.Moe's index_copy and sum give."""
+    forward = ["    def forward(self, x):  # only the experts some row chose run: ranks may run different experts",
+               "        probs, choice, out = torch.softmax(logits := self.gate(x), -1), logits.argmax(-1), "
+               "torch.zeros_like(x)",
+               "        for e in choice.unique().tolist(): out[m] = self.experts[e](x[m := choice == e]) * "
+               "probs[m, e:e + 1]",
+               "        return out"]
+    head = "class Moe(nn.Module):  # top-1 routing: a row goes to its argmax expert, scaled by that expert's probability"
     if getattr(model, "mlp_class", False):  # leaf_modules "mlp" under ZeRO-3: set_z3_leaf_modules takes their class
-        out = ["class Mlp(nn.Module):  # an expert: fc, tanh GELU, proj",
-               *constructor("width, hidden", ["self.fc, self.gelu, self.proj = nn.Linear(width, hidden), "
-                                              "nn.GELU(\"tanh\"), nn.Linear(hidden, width)"]),
-               "    def forward(self, x): return self.proj(self.gelu(self.fc(x)))"]
-        experts = ["self.experts = nn.ModuleList(Mlp(width, hidden) for _ in range(experts))"]
-        comment = ""
-    else:
-        out = []
-        experts = ["self.experts = nn.ModuleList(nn.Sequential(collections.OrderedDict("
-                   "fc=nn.Linear(width, hidden),\n"
-                   "            gelu=nn.GELU(\"tanh\"), proj=nn.Linear(hidden, width))) for _ in range(experts))"]
-        comment = "each expert: fc, tanh GELU, proj"
-    return out + [
-        "class Moe(nn.Module):  # top-1 routing: a row goes to its argmax expert, scaled by that expert's "
-        "probability",
-        *constructor("width, experts, hidden", ["self.gate = nn.Linear(width, experts)"] + experts, comment),
-        "    def forward(self, x):  # only the experts some row chose run: ranks may run different experts",
-        "        probs, choice, out = torch.softmax(logits := self.gate(x), -1), logits.argmax(-1), "
-        "torch.zeros_like(x)",
-        "        for e in choice.unique().tolist():",
-        "            out.index_add_(0, rows := (choice == e).nonzero()[:, 0], self.experts[e](x[rows]) * "
-        "probs[rows, e:e + 1])",
-        "        return out"]
+        return ["class Mlp(nn.Module):  # an expert: fc, tanh GELU, proj",
+                *constructor("w, h", ["self.fc, self.gelu, self.proj = nn.Linear(w, h), nn.GELU(\"tanh\"), "
+                                      "nn.Linear(h, w)"]),
+                "    def forward(self, x): return self.proj(self.gelu(self.fc(x)))", head,
+                *constructor("w, n, h", ["self.gate, self.experts = nn.Linear(w, n), nn.ModuleList(Mlp(w, h) for _ in "
+                                         "range(n))"], "n experts, each w -> h -> w"), *forward]
+    # The constructor's one statement continues over two lines: a def line, then each expert.
+    return [head,
+            "    def __init__(self, w, n, h): super().__init__(); self.gate, self.experts = nn.Linear(w, n), "
+            "nn.ModuleList(",
+            "            nn.Sequential(collections.OrderedDict(fc=nn.Linear(w, h), gelu=nn.GELU(\"tanh\"), "
+            "proj=nn.Linear(h, w)))",
+            "            for _ in range(n))  # n experts, each fc (w -> h), tanh GELU, proj (h -> w)", *forward]
 
 def tied_class(model):
     tied = [layer for layer in model.all if layer.kind == "tied_linear"]
@@ -119,3 +116,25 @@ def raw_scale_class(model):
     if access == "parent_attribute":
         return out + method("forward(self, x, p)", model.apply("*", "p" + detach, "self.shape"))
     return out + method("forward(self, x)", model.apply("*", read, "self.shape"))
+
+def swiglu_children(layer):
+    """(child name, local parameter name -> shape) of a swiglu on `layer.width` features, as
+    torch_layers.SwiGLU names them: gate and up [hidden, w], down [w, hidden], each with a bias
+    [rows] iff the spec's `bias` (default false)."""
+    width, hidden, bias = layer.width, layer.spec["hidden"], layer.spec.get("bias", False)
+    return [(child, {"weight": [rows, columns], **({"bias": [rows]} if bias else {})})
+            for child, rows, columns in (("gate", hidden, width), ("up", hidden, width), ("down", width, hidden))]
+
+def swiglu_class():
+    """SwiGLU(w, h, b=False): nn.Linear children gate and up (w -> h) and down (h -> w), registered
+    in that order as the runner's are, b their biases; down(silu(gate(x)) * up(x)), no residual."""
+    linears = "nn.Linear(w, h, b), nn.Linear(w, h, b), nn.Linear(h, w, b)"
+    return ["class SwiGLU(nn.Module):  # down(silu(gate(x)) * up(x)), LLaMA's feed-forward (no residual)",
+            *constructor("w, h, b=False", [f"self.gate, self.up, self.down = {linears}"],
+                         "gate and up w -> h, down h -> w; b: their biases"),
+            *method("forward(self, x)", "self.down(F.silu(self.gate(x)) * self.up(x))")]
+
+def swiglu_expression(layer):
+    """SwiGLU(w, h), with `b=True` where the spec has biases (a frozen one gets its
+    .requires_grad_(False) from repro_model.expression)."""
+    return f"SwiGLU({layer.width}, {layer.spec['hidden']}{', b=True' if layer.spec.get('bias', False) else ''})"

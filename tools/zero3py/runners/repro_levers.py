@@ -17,10 +17,12 @@ FRAMEWORK = {"deepspeed": "DeepSpeed ZeRO-3", "fsdp2": "FSDP2 (fully_shard)", "t
 # The script's class of each layer type activation_checkpointing (and leaf_modules) may name, as
 # targets.CHECKPOINT_CLASSES has the runner's (an MoE's experts: Levers.checkpointed says which).
 SCRIPT_CLASSES = {"moe": "Moe", "mlp": "Mlp", "causal_self_attention": "CausalSelfAttention",
-                  "embedding": "nn.Embedding", "linear": "nn.Linear", "layer_norm": "nn.LayerNorm"}
+                  "embedding": "nn.Embedding", "linear": "nn.Linear", "layer_norm": "nn.LayerNorm",
+                  "rms_norm": "nn.RMSNorm", "swiglu": "SwiGLU"}
 # Which layer kinds of a spec bring a module of each class: nn.Linear is also an attention's qkv and
-# proj and an MoE's gate and experts' fc and proj (an unused_linear is a subclass: not one).
-BROUGHT_BY = {"linear": {"linear", "causal_self_attention", "moe"}, "mlp": {"moe"}}
+# proj, an MoE's gate and experts' fc and proj and a SwiGLU's gate, up and down (an unused_linear
+# is a subclass: not one).
+BROUGHT_BY = {"linear": {"linear", "causal_self_attention", "moe", "swiglu"}, "mlp": {"moe"}}
 
 
 class Levers:

@@ -29,11 +29,11 @@ from zero3py.runners.training import Unsupported
 
 CONTAINERS = ("concat", "residual", "sum_residual", "repeat")
 OWNERS = ("linear", "unused_linear", "tied_linear", "layer_norm", "scale", "bias", "raw_scale", "moe", "embedding",
-          "causal_self_attention")
+          "causal_self_attention", "rms_norm", "swiglu")
 # Variable names for layers that later layers refer to (tie_to, a raw_scale's param).
 SHORT = {"linear": "linear", "unused_linear": "unused", "layer_norm": "norm", "scale": "scale", "bias": "bias",
          "raw_scale": "raw", "moe": "moe", "tied_linear": "tied", "embedding": "embedding",
-         "causal_self_attention": "attention"}
+         "causal_self_attention": "attention", "rms_norm": "rms", "swiglu": "swiglu"}
 
 
 class Layer:
@@ -93,6 +93,11 @@ class ScriptModel:
                 layer.out = spec["out"] if kind == "linear" else width
             elif kind == "layer_norm":
                 layer.params = {"weight": [width], "bias": [width]}
+            elif kind == "rms_norm":
+                layer.params = {"weight": [width]}
+            elif kind == "swiglu":  # its parameters live in gate, up and down (repro_transformer.NESTED)
+                for child, params in layer_classes.swiglu_children(layer):
+                    self.modules[f"{layer.name}.{child}"] = Module(layer, child, params)
             elif kind in ("gelu", "relu"):
                 pass
             elif kind in CONTAINERS:
@@ -187,9 +192,9 @@ class ScriptModel:
         it has one expert)."""
         reached, maybe = set(), set()
         for layer in self.all:
-            if layer.kind in ("linear", "layer_norm", "scale", "bias", "tied_linear", "embedding"):
+            if layer.kind in ("linear", "layer_norm", "rms_norm", "scale", "bias", "tied_linear", "embedding"):
                 reached.update(f"{layer.name}.{local}" for local in layer.params)
-            if layer.kind == "causal_self_attention":  # qkv and proj: every row goes through both
+            if layer.kind in ("causal_self_attention", "swiglu"):  # every row goes through each child
                 reached.update(name for name, owner, _ in self.owned() if owner is layer)
             if layer.kind == "tied_linear":
                 reached.add(self.param_name(layer.owner, "weight"))
@@ -227,11 +232,14 @@ class ScriptModel:
             if layer.kind == "causal_self_attention":
                 for child, _ in transformer.attention_children(layer):
                     yield f"{layer.name}.{child}", True, layer
+            if layer.kind == "swiglu":
+                for child, _ in layer_classes.swiglu_children(layer):
+                    yield f"{layer.name}.{child}", True, layer
 
     def leaf_names(self, leaves):
         """The module names zero3's leaf_modules select: a layer type the runner maps to a class
-        (targets.LAYER_CLASSES: moe, an MoE's experts as mlp, causal_self_attention, embedding) or
-        a module name."""
+        (targets.LAYER_CLASSES: moe, an MoE's experts as mlp, causal_self_attention, embedding,
+        swiglu) or a module name."""
         chosen = []
         for name, _, layer in self.module_order():
             is_type = name == layer.name and layer.kind in leaves and layer.kind in LAYER_CLASSES
@@ -275,8 +283,8 @@ class ScriptModel:
                     "    return op(x, p) if len(shape) == 1 else "
                     "op(x.reshape(len(x), x.shape[1], 1), p).reshape(len(x), -1)"]
         if "unused_linear" in kinds:
-            out += ["class UnusedLinear(nn.Linear):  # registers a weight (and bias) its forward never uses",
-                    "    def forward(self, x): return x"]
+            out += ["class UnusedLinear(nn.Linear): forward = nn.Identity.forward  # registers a weight (and bias) its "
+                    "forward never uses"]
         if "tied_linear" in kinds:
             out += layer_classes.tied_class(self)
         for kind, init in (("scale", "ones"), ("bias", "zeros")):
@@ -291,6 +299,8 @@ class ScriptModel:
             out += layer_classes.moe_class(self)
         if "causal_self_attention" in kinds:
             out += transformer.attention_class()
+        if "swiglu" in kinds:
+            out += layer_classes.swiglu_class()
         out += self.container_classes()
         return out
 
@@ -359,6 +369,10 @@ class ScriptModel:
             text = f"UnusedLinear({w}, {spec['out']}{no_bias})"
         elif kind == "layer_norm":
             text = f"nn.LayerNorm({w})"
+        elif kind == "rms_norm":  # eps spelled out: nn.RMSNorm's default is the dtype's machine epsilon
+            text = f"nn.RMSNorm({w}, eps=1e-5)"
+        elif kind == "swiglu":
+            text = layer_classes.swiglu_expression(layer)
         elif kind == "gelu":
             text = "nn.GELU(approximate=\"tanh\")"
         elif kind == "relu":

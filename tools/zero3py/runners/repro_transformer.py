@@ -11,8 +11,8 @@ rows, and next-token cross-entropy over every row. The math is zero3py/torch_lay
 from zero3py.runners.repro_text import Call, constructor
 
 # The layer types whose parameters live in child modules (an MoE's gate and experts, an
-# attention's qkv and proj), so the layer itself owns none directly.
-NESTED = ("moe", "causal_self_attention")
+# attention's qkv and proj, a SwiGLU's gate, up and down), so the layer itself owns none directly.
+NESTED = ("moe", "causal_self_attention", "swiglu")
 
 
 def attention_children(layer):
