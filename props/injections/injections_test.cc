@@ -27,7 +27,9 @@ constexpr uint64_t kSeed = 20240601;
 // so this is the first property whose cases expose the bug. invalidate-without-wait needs a
 // rank-divergent case for one seed and an SPMD one for another, so either property may find it; since
 // half the models are token models, replay-memory's cases may reach it first (the gathers left in
-// flight hold memory that replay does not predict).
+// flight hold memory that replay does not predict), and since RMSNorm and SwiGLU joined the token
+// models' layers checkpoint-round-trip's cases reach it first for seed 20240601 (case 322; no
+// property fails without the injection).
 const std::map<std::string, std::set<std::string>>& expected_catchers() {
   static const std::map<std::string, std::set<std::string>> expected = {
       {"gather-gated-on-numel", {"equivalence"}},
@@ -36,7 +38,7 @@ const std::map<std::string, std::set<std::string>>& expected_catchers() {
       {"padding-uninitialized", {"checkpoint-round-trip"}},
       {"grad-padding-uninitialized", {"equivalence"}},
       {"bucket-exact-size-skipped", {"equivalence"}},
-      {"invalidate-without-wait", {"equivalence", "collective-agreement", "replay-memory"}},
+      {"invalidate-without-wait", {"equivalence", "collective-agreement", "replay-memory", "checkpoint-round-trip"}},
       {"release-while-in-use", {"equivalence"}},
       {"gas-scale-twice", {"equivalence"}},
       {"unused-params-skipped", {"equivalence"}},

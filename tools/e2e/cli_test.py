@@ -250,7 +250,7 @@ def cases(folder):
           "echo '{\"protocol\": 1, \"hello\": \"zero3-runner\"}'; echo gone >&2"], 4,
          ["the runner 'mine'", "gone"], []),
         ("fuzz --target-runner without --target is refused", ["fuzz", "--target-runner", "true"], 1,
-         ["--target-runner, --target-hsdp, --target-transformer, --target-levers, --target-bf16, --report and --upstream need --target NAME"], []),
+         ["--target-runner, --target-hsdp, --target-transformer, --target-levers, --target-bf16, --target-memory, --report and --upstream need --target NAME"], []),
         ("bench step reports both ratios", ["bench", "step", "--steps", "2", "--rounds", "1", "--ranks", "2"], 0,
          ["ratio_zero3_over_ddp_exact", "ratio_zero3_over_ddp_bucketed"], []),
         ("bench step --help teaches both backends", ["bench", "step", "--help"], 0,
