@@ -32,9 +32,22 @@ def strict_json(value):
     return value
 
 
-def say(message, out=sys.stdout):
-    out.write(json.dumps(strict_json(message), allow_nan=False) + "\n")
-    out.flush()
+# The protocol's channel: the process's stdout until main() moves it to a descriptor of its own.
+protocol_out = sys.stdout
+
+
+def say(message):
+    protocol_out.write(json.dumps(strict_json(message), allow_nan=False) + "\n")
+    protocol_out.flush()
+
+
+def keep_stdout_for_answers():
+    """Moves the protocol to a duplicate of stdout and points descriptor 1 at stderr: whatever else
+    writes to stdout (a framework's print in the reference run, the fork server and the ranks it
+    forks, which inherit descriptor 1) lands in the log instead of corrupting the answers."""
+    global protocol_out
+    protocol_out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
 
 
 def versions(target):
@@ -167,6 +180,7 @@ def main():
     parser.add_argument("--target", choices=TARGETS, required=True)
     parser.add_argument("--log-dir", help="the ranks' logs (default: a fresh temporary folder)")
     args = parser.parse_args()
+    keep_stdout_for_answers()
     found = versions(args.target)
     import torch
     torch.set_num_threads(1)

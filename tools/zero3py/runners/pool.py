@@ -3,26 +3,34 @@ case costs a training run, not W interpreter starts. A rank that dies, raises or
 within the case's timeout ends the pool: its ranks are killed, and the next case starts fresh ones.
 Ranks that all raised are kept when a health check (an all-reduce) shows their group still in step.
 
+Ranks are forked by multiprocessing's fork server, which imported torch, the runner and the target's
+framework once (preload.py): a pool starts in under a second, not the 7-15 s of W interpreters
+importing torch and DeepSpeed on a busy 2-core machine, and a campaign starts a pool after every
+hang, crash and confirming (`fresh`) run.
+
     pool = RankPool("deepspeed", world=2, log_dir=...)
     pool.submit(case_dir, weights_path)      # every rank starts the case
     ranks = pool.collect(deadline)           # one dict per rank (PROTOCOL.md, "ranks")
 """
+import contextlib
 import json
+import multiprocessing
+import multiprocessing.connection
+import multiprocessing.forkserver
 import os
-import select
 import signal
 import socket
-import subprocess
-import sys
 import time
+
+from zero3py.runners import rank as rank_body
 
 # Seconds the other ranks get to answer once one rank failed, before they count as stuck and are
 # killed: after an exception a peer usually blocks in a collective the failed rank never joins.
 GRACE_AFTER_FAILURE_S = 3.0
 # Seconds for the health check after a case in which every rank raised (collect).
 HEALTH_TIMEOUT_S = 10.0
-# Importing torch and DeepSpeed, the first time on a machine DeepSpeed's JIT-compiled comm op, and
-# the warm-up case (rank.py), on a busy 2-core machine.
+# The fork server's imports (the first pool only), the first time on a machine DeepSpeed's
+# JIT-compiled comm op, and the warm-up case (rank.py), on a busy 2-core machine.
 START_TIMEOUT_S = 600.0
 # Seconds a stuck rank gets to write its stacks to its log after SIGUSR1 (faulthandler, rank.py).
 STACK_DUMP_S = 1.0
@@ -60,24 +68,53 @@ def tools_dir():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+@contextlib.contextmanager
+def environment(values):
+    """os.environ with values set, restored on leaving."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def fork_server(target):
+    """The multiprocessing context whose server forks this process's ranks, started on first use
+    with preload.py imported. One server per supervisor (a supervisor serves one target). Its
+    environment is the ranks': set only while it starts, so the supervisor's own children (the
+    repro scripts it verifies) keep the user's."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["zero3py.runners.preload"])
+    rank_environment = {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
+                        "ZERO3_RUNNER_TARGET": target,
+                        "PYTHONPATH": os.pathsep.join(filter(None, [tools_dir(), os.environ.get("PYTHONPATH")]))}
+    with environment(rank_environment):
+        multiprocessing.forkserver.ensure_running()
+    return context
+
+
 class RankPool:
     def __init__(self, target, world, log_dir):
         self.target, self.world, self.log_dir = target, world, log_dir
-        self.ranks, self.logs, self.offsets = [], [], []
-        env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", PYTHONHASHSEED="0",
-                   PYTHONPATH=os.pathsep.join(filter(None, [tools_dir(), os.environ.get("PYTHONPATH")])))
+        self.ranks, self.conns, self.log_paths, self.offsets = [], [], [], []
+        context = fork_server(target)
         port = free_port()
         for rank in range(world):
             log_path = os.path.join(log_dir, f"{target}-w{world}-rank{rank}.log")
-            log = open(log_path, "w+")
-            command = [sys.executable, "-m", "zero3py.runners.rank", "--target", target, "--rank", str(rank),
-                       "--world", str(world), "--port", str(port)]
-            # What torchrun would set: DeepSpeed reads them even with the process group already up.
-            rank_env = dict(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
-                            LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-            self.ranks.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                               stderr=log, env=rank_env, text=True, bufsize=1))
-            self.logs.append(log)
+            open(log_path, "w").close()
+            ours, theirs = context.Pipe()
+            process = context.Process(target=rank_body.serve, args=(target, rank, world, port, theirs, log_path),
+                                      name=f"{target}-rank{rank}", daemon=True)
+            process.start()
+            theirs.close()  # so that the rank's death reads as the end of our end
+            self.ranks.append(process)
+            self.conns.append(ours)
+            self.log_paths.append(log_path)
             self.offsets.append(0)
         ready = self.read_answers(time.monotonic() + START_TIMEOUT_S, grace=False)
         if any(r.get("ready") != i for i, r in enumerate(ready)):
@@ -86,41 +123,45 @@ class RankPool:
                 f"rank {i}: {r.get('state')} {r.get('last_output', '')[-800:]}" for i, r in enumerate(ready)))
 
     def last_output(self, rank, chars=2000):
-        log = self.logs[rank]
-        log.flush()
-        log.seek(self.offsets[rank])
-        return log.read()[-chars:]
+        """What the rank wrote to its log since the current case was submitted (its last chars)."""
+        with open(self.log_paths[rank], errors="replace") as log:
+            log.seek(self.offsets[rank])
+            return log.read()[-chars:]
+
+    def send(self, rank, request):
+        """False when the rank's pipe is closed (it died: read_answers reports how)."""
+        try:
+            self.conns[rank].send_bytes(json.dumps(request).encode())
+            return True
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            return False
 
     def submit(self, case_dir, weights_path):
-        for rank, process in enumerate(self.ranks):
-            self.logs[rank].seek(0, os.SEEK_END)
-            self.offsets[rank] = self.logs[rank].tell()
-            try:
-                process.stdin.write(json.dumps({"case": case_dir, "weights": weights_path}) + "\n")
-                process.stdin.flush()
-            except BrokenPipeError:
-                pass  # dead already: read_answers reports its exit
+        for rank in range(self.world):
+            self.offsets[rank] = os.path.getsize(self.log_paths[rank])
+            self.send(rank, {"case": case_dir, "weights": weights_path})
 
     def read_answers(self, deadline, grace=True):
         """Each rank's JSON answer, or what became of it: died (exit code or signal), stuck."""
         answers = [None] * self.world
-        waiting = {process.stdout.fileno(): rank for rank, process in enumerate(self.ranks)}
+        waiting = {self.conns[rank]: rank for rank in range(self.world)}
         while waiting:
             timeout = deadline - time.monotonic()
             if timeout <= 0:
                 break
-            readable, _, _ = select.select(list(waiting), [], [], timeout)
-            for fd in readable:
-                rank = waiting.pop(fd)
-                line = self.ranks[rank].stdout.readline()
-                answers[rank] = json.loads(line) if line.strip().startswith("{") else self.died(rank, line)
+            for conn in multiprocessing.connection.wait(list(waiting), timeout):
+                rank = waiting.pop(conn)
+                try:
+                    answers[rank] = json.loads(conn.recv_bytes())
+                except (EOFError, OSError):
+                    answers[rank] = self.died(rank)
                 if grace and answers[rank].get("state") not in ("ok", "unsupported"):
                     deadline = min(deadline, time.monotonic() + GRACE_AFTER_FAILURE_S)
         for rank in waiting.values():
             answers[rank] = {"state": "stuck"}
-        stuck = [rank for rank in waiting.values() if self.ranks[rank].poll() is None]
+        stuck = [rank for rank in waiting.values() if self.ranks[rank].is_alive()]
         for rank in stuck:  # where does it wait? faulthandler writes every thread's stack to the log
-            self.ranks[rank].send_signal(signal.SIGUSR1)
+            os.kill(self.ranks[rank].pid, signal.SIGUSR1)
         if stuck:
             time.sleep(STACK_DUMP_S)
         for rank, answer in enumerate(answers):
@@ -129,16 +170,15 @@ class RankPool:
                 answer.update(waiting_stack(self.last_output(rank, chars=50_000)))
         return answers
 
-    def died(self, rank, line):
-        """A rank whose answer pipe closed (or printed something that is not an answer)."""
+    def died(self, rank):
+        """A rank whose pipe closed: its exit code or signal."""
         process = self.ranks[rank]
-        try:
-            code = process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            return {"state": "error", "message": f"printed outside the protocol: {line[:500]!r}"}
-        if code < 0:
-            return {"state": "signal", "signal": signal.Signals(-code).name}
-        return {"state": "exit", "exit_code": code}
+        process.join(timeout=10)
+        if process.exitcode is None:
+            return {"state": "error", "message": "closed its pipe to the supervisor but did not exit"}
+        if process.exitcode < 0:
+            return {"state": "signal", "signal": signal.Signals(-process.exitcode).name}
+        return {"state": "exit", "exit_code": process.exitcode}
 
     def collect(self, deadline):
         """The ranks' answers to the submitted case. The pool is closed when a rank died or is
@@ -155,27 +195,24 @@ class RankPool:
         the same point (the usual SPMD failure) leave the process group in step, so the next case
         need not pay W fresh interpreters (seconds each); a rank that raised between collectives
         the others made leaves it out of step, and this all-reduce then hangs or sums wrongly."""
-        for process in self.ranks:
-            try:
-                process.stdin.write(json.dumps({"health": 1}) + "\n")
-                process.stdin.flush()
-            except BrokenPipeError:
-                return False
+        if not all([self.send(rank, {"health": 1}) for rank in range(self.world)]):
+            return False
         checks = self.read_answers(time.monotonic() + HEALTH_TIMEOUT_S, grace=False)
         expected = self.world * (self.world + 1) / 2
         return all(c.get("state") == "health" and c.get("sum") == expected for c in checks)
 
     @property
     def alive(self):
-        return bool(self.ranks) and all(p.poll() is None for p in self.ranks)
+        return bool(self.ranks) and all(p.is_alive() for p in self.ranks)
 
     def close(self):
-        """Kills every rank (each by its own pid) and waits for it."""
+        """Kills every rank and waits for it."""
         for process in self.ranks:
-            if process.poll() is None:
+            if process.is_alive():
                 process.kill()
         for process in self.ranks:
-            process.wait()
-        for log in self.logs:
-            log.close()
-        self.ranks, self.logs = [], []
+            process.join()
+            process.close()
+        for conn in self.conns:
+            conn.close()
+        self.ranks, self.conns = [], []

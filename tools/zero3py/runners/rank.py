@@ -1,22 +1,22 @@
-"""One rank process of a runner (pool.py starts W of them): joins the gloo process group once,
-warms up (one small case trained with the target, so imports, the framework's op builds and the
-first collectives are paid before any case's clock starts), then trains each case the supervisor
-sends on stdin with the target's function (targets.py) and answers one JSON line per case on its
-stdout; everything else it or a framework prints goes to stderr, which the supervisor keeps in a
-per-rank log for a crash's "last output". SIGUSR1 dumps every thread's Python stack to that log
-(faulthandler), which is how the supervisor tells where a stuck rank waits.
-
-    python -m zero3py.runners.rank --target deepspeed --rank 0 --world 2 --port 29500
+"""One rank process of a runner (pool.py forks W of them from a server that imported everything
+once, preload.py): joins the gloo process group once, warms up (one small case trained with the
+target, so the framework's op builds and the first collectives are paid before any case's clock
+starts), then trains each case the supervisor sends over its pipe with the target's function
+(targets.py) and answers one JSON message per case on the same pipe; everything it or a framework
+prints goes to the rank's log, which the supervisor reads for a crash's "last output". SIGUSR1 dumps
+every thread's Python stack to that log (faulthandler), which is how the supervisor tells where a
+stuck rank waits.
 """
-import argparse
 import datetime
 import faulthandler
+import gc
 import json
 import os
 import signal
 import sys
 import tempfile
 import traceback
+
 
 
 def raised_where(error):
@@ -46,63 +46,75 @@ def warm_up(train, rank, world):
         train(Case(directory, settings, init, data), rank, world, os.path.join(directory, "w.safetensors"))
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--target", required=True)
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    args = parser.parse_args()
-    # Answers keep the real stdout; whatever else writes to stdout (DeepSpeed's prints) goes to the log.
-    answers = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+def log_to(log_path):
+    """Sends fd 1 and 2 (Python's prints, a framework's C++ logs, faulthandler's dumps) to the rank's
+    log: the server it was forked from shares the supervisor's stdout, which is the protocol."""
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+
+
+def train_one(train, request, rank, world):
+    """A case request -> the rank's answer (PROTOCOL.md, "ranks")."""
+    from zero3py.runners.case import CaseError, read_case
+    from zero3py.runners.training import Unsupported
+    try:
+        case = read_case(request["case"])
+        return {"state": "ok", **train(case, rank, world, request["weights"])}
+    except CaseError as error:
+        return {"state": "error", "message": str(error)}
+    except Unsupported as error:
+        return {"state": "unsupported", "message": str(error)}
+    except Exception as error:  # the framework's failure: reported, never raised past the protocol
+        traceback.print_exc(file=sys.stderr)
+        return {"state": "exception", "exception_type": f"{type(error).__module__}.{type(error).__qualname__}",
+                "message": str(error), "where": raised_where(error), "traceback": traceback.format_exc()[-3000:]}
+
+
+def serve(target, rank, world, port, conn, log_path):
+    """The body of a forked rank: conn is its end of the supervisor's pipe (one JSON message per
+    request and per answer); it returns when the supervisor closes the pipe."""
+    log_to(log_path)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    # What torchrun would set: DeepSpeed reads them even with the process group already up.
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     import torch
     import torch.distributed as dist
-    from zero3py.runners.case import CaseError, read_case
     from zero3py.runners.targets import TARGETS
-    from zero3py.runners.training import Unsupported
-    if args.target == "deepspeed":
-        import deepspeed  # noqa: F401  imported once here, so a case costs training only
-        import logging
-        from deepspeed.utils import logger
-        logger.setLevel(logging.WARNING)
     torch.set_num_threads(1)  # ranks share the cores; one thread each keeps ATen's sums in one order
     # The supervisor kills ranks on its own timeout; gloo's must only be longer than any case.
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
-                            world_size=args.world, timeout=datetime.timedelta(seconds=3600))
-    if args.target == "deepspeed":
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=3600))
+    if target == "deepspeed":
+        import deepspeed
         # DeepSpeed's communication backend JIT-compiles its shared-memory op the first time a
         # machine (or a copy of the package) runs it: a minute or more on 2 cores. Done here, it
         # counts against the pool's start timeout, never as a case's hang.
         deepspeed.comm.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)
-    train = TARGETS[args.target]
-    warm_up(train, args.rank, args.world)
+    train = TARGETS[target]
+    warm_up(train, rank, world)
+    # Everything alive now (modules, the framework's caches) lives as long as the rank: frozen, the
+    # collector no longer walks it, and DeepSpeed calls gc.collect() in every initialize (0.5 s of a
+    # warm 1-second case before). Garbage of later cases is collected as before.
+    gc.collect()
+    gc.freeze()
     print("=== zero3 runner: warm", file=sys.stderr, flush=True)
-    answers.write(json.dumps({"ready": args.rank}) + "\n")
-    for line in sys.stdin:
-        request = json.loads(line)
+    conn.send_bytes(json.dumps({"ready": rank}).encode())
+    while True:
+        try:
+            request = json.loads(conn.recv_bytes())
+        except EOFError:  # the supervisor closed the pool
+            return
         if "health" in request:  # after every rank raised: is the process group still in step?
-            total = torch.tensor([float(args.rank + 1)])
+            total = torch.tensor([float(rank + 1)])
             dist.all_reduce(total)
-            answers.write(json.dumps({"state": "health", "sum": float(total)}) + "\n")
+            conn.send_bytes(json.dumps({"state": "health", "sum": float(total)}).encode())
             continue
         print(f"=== zero3 runner: case {request['case']}", file=sys.stderr, flush=True)
-        try:
-            case = read_case(request["case"])
-            result = train(case, args.rank, args.world, request["weights"])
-            answer = {"state": "ok", **result}
-        except CaseError as error:
-            answer = {"state": "error", "message": str(error)}
-        except Unsupported as error:
-            answer = {"state": "unsupported", "message": str(error)}
-        except Exception as error:  # the framework's failure: reported, never raised past the protocol
-            answer = {"state": "exception", "exception_type": f"{type(error).__module__}.{type(error).__qualname__}",
-                      "message": str(error), "where": raised_where(error), "traceback": traceback.format_exc()[-3000:]}
-            traceback.print_exc(file=sys.stderr)
+        answer = train_one(train, request, rank, world)
         sys.stderr.flush()
-        answers.write(json.dumps(answer) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+        conn.send_bytes(json.dumps(answer).encode())
