@@ -41,6 +41,14 @@ def script_cell(finding, report_dir):
     return "none: " + cell(repro.get("why", "not written"))[:160]
 
 
+def wall_text(report):
+    """The campaign's whole time (the runner's start and the scripts' verification too), which
+    reports written before it was measured do not carry."""
+    if "wall_seconds" not in report:
+        return ""
+    return f"; {report['wall_seconds']:.0f} s ({report['wall_cases_per_second']:.2f} cases/s) with the scripts verified"
+
+
 def table(report, report_path, rows):
     report_dir = os.path.dirname(os.path.abspath(report_path))
     versions = ", ".join(f"{k} {v}" for k, v in report.get("versions", {}).items())
@@ -48,7 +56,7 @@ def table(report, report_path, rows):
              f"`zero3 fuzz --target {report['target']} --cases {report['cases']} --seed {report['seed']} "
              f"--max-ranks {report['max_ranks']}{report.get('space_flags', '')}`: {len(report['findings'])} findings, "
              f"{len(report.get('flaky', []))} flaky (failed once, not when run again alone), "
-             f"{report['seconds']:.0f} s ({report['cases_per_second']:.2f} cases/s); {versions}.", "",
+             f"{report['seconds']:.0f} s ({report['cases_per_second']:.2f} cases/s){wall_text(report)}; {versions}.", "",
              "| finding | shrunk case | hits | script | upstream | mechanism |", "|---|---|---|---|---|---|"]
     for finding in report["findings"]:
         upstream = finding.get("upstream") or {}
