@@ -240,6 +240,27 @@ TEST(TargetFuzzer, AHangThatAFreshLongerRunDoesNotRepeatIsFlakyNeverAFinding) {
   for (const RunRequest& run : fresh_runs) EXPECT_GE(run.timeout_s, 300.0) << "a hang is confirmed with a longer limit";
 }
 
+TEST(TargetFuzzer, RanksTheRunnerSawAllIdleAreAHangThatSaysSoAndIsConfirmedLikeAnyHang) {
+  // The runner may call a case's ranks stuck before its limit when all of them sat idle (PROTOCOL.md,
+  // "Rank processes"): the finding is a hang, confirmed on fresh ranks with the hang's longer limit.
+  std::vector<RunRequest> fresh_runs;
+  const AskRunner agree = fake_runner([](auto&, auto&) { return false; });
+  const AskRunner ask = [&](const std::string& directory, const RunRequest& run) -> nlohmann::json {
+    if (run.fresh) fresh_runs.push_back(run);
+    if (!has_zero_sized_parameter(directory)) return agree(directory, run);
+    return {{"protocol", 1}, {"status", "hang"}, {"stuck", {0, 1}},
+            {"ranks", {{{"rank", 0}, {"state", "stuck"}, {"idle_s", 10.0}, {"waits_in", "pool.py:9 in wait"}},
+                       {{"rank", 1}, {"state", "stuck"}, {"idle_s", 10.0}}}}};
+  };
+  const TargetFuzzReport report = run_target_fuzz({.cases = 20, .seed = 3, .work_dir = work_dir("idle")}, ask);
+  ASSERT_EQ(report.findings.size(), 1u) << "seed 3 draws zero-sized parameters in 20 cases";
+  EXPECT_EQ(report.findings[0].verdict.kind, TargetVerdictKind::hang);
+  EXPECT_NE(report.findings[0].verdict.message.find("ranks [0,1] sat idle, waiting on each other, for 10 s"),
+            std::string::npos) << report.findings[0].verdict.message;
+  ASSERT_FALSE(fresh_runs.empty());
+  for (const RunRequest& run : fresh_runs) EXPECT_GE(run.timeout_s, 300.0) << "a hang is confirmed with a longer limit";
+}
+
 // A runner that crashes on every case with a zero-sized parameter, counting the fresh (confirming) runs.
 AskRunner zero_sized_crash_counting_fresh_runs(int64_t& fresh_runs) {
   const AskRunner crash = fake_runner([](const std::string& directory, nlohmann::json& answer) {

@@ -358,7 +358,14 @@ TargetVerdict judge_answer(const nlohmann::json& answer, const RunSummary& zero3
     }
     if (status == "hang") {
       verdict.kind = TargetVerdictKind::hang;
-      verdict.message = "ranks " + answer.at("stuck").dump() + " did not finish within the case's timeout";
+      // A runner may call ranks stuck before the limit when all of them sat idle (PROTOCOL.md).
+      double idle_s = 0.0;
+      for (const auto& rank : answer.value("ranks", nlohmann::json::array())) {
+        if (rank.value("state", "") == "stuck") idle_s = std::max(idle_s, rank.value("idle_s", 0.0));
+      }
+      verdict.message = "ranks " + answer.at("stuck").dump() +
+                        (idle_s > 0.0 ? " sat idle, waiting on each other, for " + std::to_string(static_cast<int>(idle_s)) + " s"
+                                      : " did not finish within the case's timeout");
       // Where each stuck rank waits (the runner's faulthandler dump, PROTOCOL.md's `waits_in`).
       for (const auto& rank : answer.value("ranks", nlohmann::json::array())) {
         if (rank.value("state", "") == "stuck" && !rank.value("waits_in", "").empty()) {

@@ -106,8 +106,8 @@ def answer_repro(target, request, found):
 
 def rank_summary(answers):
     """The answer's ranks: every rank's state and, for a failed one, what it said and printed."""
-    keep = ("rank", "state", "exception_type", "message", "where", "signal", "exit_code", "waits_in", "stack",
-            "last_output")
+    keep = ("rank", "state", "exception_type", "message", "where", "signal", "exit_code", "idle_s", "waits_in",
+            "stack", "last_output")
     return [{k: a[k] for k in keep if k in a} for a in answers]
 
 

@@ -27,6 +27,16 @@ from zero3py.runners import rank as rank_body
 # Seconds the other ranks get to answer once one rank failed, before they count as stuck and are
 # killed: after an exception a peer usually blocks in a collective the failed rank never joins.
 GRACE_AFTER_FAILURE_S = 3.0
+# A case's ranks that are all still running and each used under IDLE_CPU_FRACTION of a core over
+# the last IDLE_WINDOW_S seconds are stuck without waiting out the case's limit: each waits on
+# another (in a collective, a store, a lock) and nothing outside them can wake them. Load cannot
+# fake it: a rank slowed by other processes is runnable and gets its share of the cores (issue 36's
+# false hangs were ranks past a limit, not idle ones), while a deadlocked case on this machine
+# used to cost its whole limit, 60 s, and 300 s more to confirm.
+IDLE_WINDOW_S = 10.0
+IDLE_CPU_FRACTION = 0.02
+# How often read_answers looks at the ranks' CPU time while it waits.
+IDLE_SAMPLE_S = 1.0
 # Seconds for the health check after a case in which every rank raised (collect).
 HEALTH_TIMEOUT_S = 10.0
 # The fork server's imports (the first pool only), the first time on a machine DeepSpeed's
@@ -52,6 +62,45 @@ def waiting_stack(output):
     if len(parts) == 3:
         where = os.path.basename(parts[1]) + ":" + parts[2].replace(", line ", "").strip()
     return {"stack": dump[-3000:], "waits_in": where}
+
+
+def cpu_seconds(pid):
+    """User and system CPU seconds of a process, every thread included (proc(5): /proc/PID/stat
+    fields 14 and 15), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # after the command name, from field 3 on
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class IdleWatch:
+    """Whether the ranks still owing an answer have all been idle (IDLE_CPU_FRACTION of a core)
+    for IDLE_WINDOW_S: sampled at most every IDLE_SAMPLE_S seconds."""
+
+    def __init__(self, pids):
+        self.pids = pids
+        self.samples = {rank: [] for rank in range(len(pids))}  # rank -> [(time, cpu seconds)]
+        self.last_sample = float("-inf")
+
+    def all_idle(self, ranks):
+        now = time.monotonic()
+        if now - self.last_sample < IDLE_SAMPLE_S:
+            return False
+        self.last_sample = now
+        idle = bool(ranks)
+        for rank in ranks:
+            cpu = cpu_seconds(self.pids[rank])
+            if cpu is None:
+                return False  # exited: its pipe's end says how
+            history = self.samples[rank]
+            history.append((now, cpu))
+            while len(history) > 1 and history[1][0] <= now - IDLE_WINDOW_S:
+                history.pop(0)
+            since, cpu_then = history[0]
+            idle = idle and now - since >= IDLE_WINDOW_S and cpu - cpu_then < IDLE_CPU_FRACTION * (now - since)
+        return idle
 
 
 class RunnerError(RuntimeError):
@@ -141,15 +190,21 @@ class RankPool:
             self.offsets[rank] = os.path.getsize(self.log_paths[rank])
             self.send(rank, {"case": case_dir, "weights": weights_path})
 
-    def read_answers(self, deadline, grace=True):
-        """Each rank's JSON answer, or what became of it: died (exit code or signal), stuck."""
+    def read_answers(self, deadline, grace=True, idle_is_stuck=False):
+        """Each rank's JSON answer, or what became of it: died (exit code or signal), stuck (still
+        running at the deadline or, with idle_is_stuck, idle with every other rank that owes an
+        answer: IdleWatch)."""
         answers = [None] * self.world
         waiting = {self.conns[rank]: rank for rank in range(self.world)}
+        idle = IdleWatch([process.pid for process in self.ranks])
+        idled = False
         while waiting:
             timeout = deadline - time.monotonic()
-            if timeout <= 0:
+            idled = idle_is_stuck and idle.all_idle(list(waiting.values()))
+            if timeout <= 0 or idled:
                 break
-            for conn in multiprocessing.connection.wait(list(waiting), timeout):
+            wait_s = min(timeout, IDLE_SAMPLE_S) if idle_is_stuck else timeout
+            for conn in multiprocessing.connection.wait(list(waiting), wait_s):
                 rank = waiting.pop(conn)
                 try:
                     answers[rank] = json.loads(conn.recv_bytes())
@@ -158,7 +213,7 @@ class RankPool:
                 if grace and answers[rank].get("state") not in ("ok", "unsupported"):
                     deadline = min(deadline, time.monotonic() + GRACE_AFTER_FAILURE_S)
         for rank in waiting.values():
-            answers[rank] = {"state": "stuck"}
+            answers[rank] = {"state": "stuck", **({"idle_s": IDLE_WINDOW_S} if idled else {})}
         stuck = [rank for rank in waiting.values() if self.ranks[rank].is_alive()]
         for rank in stuck:  # where does it wait? faulthandler writes every thread's stack to the log
             os.kill(self.ranks[rank].pid, signal.SIGUSR1)
@@ -183,7 +238,7 @@ class RankPool:
     def collect(self, deadline):
         """The ranks' answers to the submitted case. The pool is closed when a rank died or is
         stuck; when ranks only raised, it is kept if the health check passes."""
-        answers = self.read_answers(deadline)
+        answers = self.read_answers(deadline, idle_is_stuck=True)
         states = {a["state"] for a in answers}
         if not states <= {"ok", "unsupported"} and not (states <= {"ok", "unsupported", "exception"}
                                                          and self.healthy()):

@@ -21,6 +21,7 @@ import torch._dynamo  # noqa: F401
 
 import zero3py.runners.case  # noqa: F401
 import zero3py.runners.memory  # noqa: F401
+import zero3py.runners.rank  # noqa: F401
 import zero3py.runners.targets  # noqa: F401
 import zero3py.runners.training  # noqa: F401
 
