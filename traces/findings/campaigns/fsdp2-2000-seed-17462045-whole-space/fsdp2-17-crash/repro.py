@@ -1,0 +1,37 @@
+"""FSDP2 (fully_shard) raises RuntimeError: are out of bounds for storage of size
+torch 2.15.0+cu132, python 3.11.2; 2 processes over gloo on CPU; found by zero3's differential fuzz.
+Run: /root/.cache/zero3/diff-venv/bin/python repro.py  # exit 1: it reproduces, 0: it does not, 2: it fails another way"""
+import functools, math, re, sys, tempfile, torch, torch.distributed.fsdp as fsdp, torch.nn as nn
+import torch.nn.functional as F
+W, B, GAS, STEPS, T, SEED, ADAMW = 2, 1, 1, 1, 1, 578415847, dict(lr=0.003, betas=(0.9, 0.95), weight_decay=0.0)
+class TiedLinear(nn.Module):  # x @ W; W: an earlier layer's weight, registered there only
+    def __init__(self, owner): super().__init__(); self.__dict__["owner"] = owner
+    def forward(self, x): return F.linear(x, self.owner.weight.t())
+class Layers(nn.Module):  # layers held in an nn.ModuleList `layers`, applied in order: each container and the model
+    def __init__(self, *layers, times=1): super().__init__(); self.layers, self.times = nn.ModuleList(layers), times
+    def forward(self, x): return functools.reduce(lambda x, layer: layer(x), list(self.layers) * self.times, x)
+torch.manual_seed(SEED)  # the data: per step, GAS global batches of W*B sequences; then the model's weights
+DATA = [[(s[:, :-1], s[:, 1:]) for s in torch.randint(3, (GAS, W * B, T + 1))] for _ in range(STEPS)]
+model = Layers(nn.Embedding(3, 13), Layers(linear := nn.Linear(13, 2, bias=False), TiedLinear(linear), times=2),
+               nn.Linear(13, 3))
+def train(rank, tmp):  # rank r of W: FSDP2's fully_shard on rows r*B..(r+1)*B of each global batch
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=W)
+    for unit in (model.layers[0], model.layers[1].layers[0], model.layers[2], model):
+        fsdp.fully_shard(unit, reshard_after_forward=False)
+    adamw = torch.optim.AdamW(params := [p for p in model.parameters() if p.requires_grad], **ADAMW, foreach=False)
+    for step in DATA:
+        for x, y in step:
+            (F.cross_entropy(model(x.chunk(W)[rank].flatten()), y.chunk(W)[rank].flatten()) / GAS).backward()
+        torch.nn.utils.clip_grad_norm_(params, math.inf, foreach=False)  # the norm only, as the harness's step
+        adamw.step(); adamw.zero_grad()
+if __name__ == "__main__":  # spawn raises once a rank raised or died, after stopping the others
+    failure = ""
+    try: torch.multiprocessing.spawn(train, (tempfile.mkdtemp(),), nprocs=W)
+    except Exception as error: failure = str(error)  # the rank's traceback, or the signal or exit code
+    expected = {"RuntimeError: are out of bounds for storage of size":  # what: the regexes its traceback matches
+                [r"^(\w+\.)*RuntimeError\b", r"\bare out of bounds for storage of size\b"]}
+    print(failure or "every rank finished", f"\nexpected: {' or '.join(expected)}")
+    matched = [what for what, regexes in expected.items() if all(re.search(r, failure, re.M) for r in regexes)]
+    print(f"reproduced: {matched[0]}" if matched
+          else f"not reproduced: {'it fails another way' if failure else 'every rank finished'}")
+    sys.exit(1 if matched else 2 if failure else 0)
