@@ -405,13 +405,13 @@ void check_group_sizes(const TrainConfig& config, int world, const std::string& 
   auto check = [&](const char* key, int size) {
     const std::string where = source + ": /zero_optimization/" + key + " = " + std::to_string(size);
     if (zero.stage != 3) {
-      throw InputError(where + " needs stage 3 (stage " + std::to_string(zero.stage) +
+      throw InputError(where + " needs stage 3 (allowed at stage 3 only: stage " + std::to_string(zero.stage) +
                        " keeps the parameters whole on every rank, so there is no shard to place in a group)");
     }
-    if (size > world) throw InputError(where + " exceeds " + world_text + ": a group is at most the world");
+    if (size > world) throw InputError(where + " exceeds " + world_text + ": expected a group of at most the world");
     if (world % size != 0) {
       throw InputError(where + " does not divide " + world_text +
-                       ": groups are blocks of consecutive ranks, every block of the same size");
+                       ": expected blocks of consecutive ranks, every block of the same size");
     }
   };
   if (zero.shard_group_size > 0) check("mics_shard_size", zero.shard_group_size);

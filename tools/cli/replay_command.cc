@@ -72,8 +72,12 @@ TrainConfig replay_config(const ReplayFlags& flags, const Trace& trace) {
   return config;
 }
 
-std::string config_source(const ReplayFlags& flags) {
-  return flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags";
+// Where the replayed config came from, for an error about it: --config, else the trace's own run
+// section (replay_config reads it then), else only the flags.
+std::string config_source(const ReplayFlags& flags, const Trace& trace) {
+  if (!flags.config_path.empty()) return flags.config_path + " with the flags";
+  if (trace.run) return flags.trace_path + " at /run/config with the flags";
+  return "the flags";
 }
 
 // The config as DeepSpeed and Hugging Face Trainer read it, before the run is chosen: "auto" bucket
@@ -97,7 +101,7 @@ void resolve_as_deepspeed_does(const ReplayFlags& flags, const Trace& trace, int
     config.gradient_accumulation_steps = flags.gas;
     config.gas_origin = SettingOrigin::file;
   }
-  check_batch_sizes(config, world, config_source(flags));
+  check_batch_sizes(config, world, config_source(flags, trace));
 }
 
 // One setting of the replayed run and where it came from, for the banner.
@@ -144,7 +148,7 @@ Trace trace_for_the_run(const ReplayFlags& flags, const Trace& trace, TrainConfi
   }
   std::printf("; %lld micro-step%s per step (%s); %s compute (%s)\n", static_cast<long long>(gas.value),
               gas.value == 1 ? "" : "s", gas.origin.c_str(), config.bf16 ? "bf16" : "f32", precision_origin.c_str());
-  check_batch_sizes(config, world, config_source(flags));
+  check_batch_sizes(config, world, config_source(flags, trace));
   const std::string resolved = auto_resolutions(config);
   if (!resolved.empty()) std::printf("config \"auto\" resolved: %s\n", resolved.c_str());
   return run;
@@ -218,13 +222,12 @@ void replay_shapes(const ReplayFlags& flags, const Trace& recorded) {
   options.world = replay_world(recorded, flags.ranks);
   options.config = replay_config(flags, recorded);
   apply_levers(flags, options.config);
-  check_group_sizes(options.config, options.world, config_source(flags));
+  check_group_sizes(options.config, options.world, config_source(flags, recorded));
   resolve_as_deepspeed_does(flags, recorded, options.world, options.config);
   const Trace trace = trace_for_the_run(flags, recorded, options.config, options.world);
   options.full_simulation = flags.full_simulation;
   const HardwareChoice hardware = replay_hardware(flags, options.world);
-  check_hpz_within_nodes(options.config.zero.hpz_group_size, options.world, hardware,
-                         flags.config_path.empty() ? std::string("the flags") : flags.config_path + " with the flags");
+  check_hpz_within_nodes(options.config.zero.hpz_group_size, options.world, hardware, config_source(flags, recorded));
   options.hardware = hardware.profile;
   options.kernel_rates = hardware.kernel_rates;
   std::unique_ptr<ProgressBar> bar;  // made at the first step, when the number of steps is known
