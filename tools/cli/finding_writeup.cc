@@ -53,12 +53,13 @@ std::string layers_text(const nlohmann::json& layers) {
   return text;
 }
 
-std::string plural(int64_t count, const std::string& noun) {
-  return std::to_string(count) + " " + noun + (count == 1 ? "" : "s");
+std::string plural(int64_t count, const std::string& noun, const std::string& nouns = "") {
+  return std::to_string(count) + " " + (count == 1 ? noun : nouns.empty() ? noun + "s" : nouns);
 }
 
-const char* framework_name(const std::string& target) {
-  if (target == "deepspeed") return "DeepSpeed ZeRO-3";
+// The framework as the shrunk case ran it: DeepSpeed's stage is part of what a maintainer reads first.
+std::string framework_name(const std::string& target, int zero_stage) {
+  if (target == "deepspeed") return "DeepSpeed ZeRO-" + std::to_string(zero_stage);
   if (target == "fsdp2") return "FSDP2 (fully_shard)";
   if (target == "torch") return "DistributedDataParallel";
   return "the framework";
@@ -107,12 +108,12 @@ std::string model_sentence(const TargetCase& target_case) {
 
 std::string issue_markdown(const FindingWriteup& writeup) {
   const TargetFinding& finding = *writeup.finding;
-  const std::string framework = framework_name(writeup.target);
+  const std::string framework = framework_name(writeup.target, finding.shrunk.run.config.zero.stage);
   std::string title = writeup.upstream != nullptr ? writeup.upstream->title
                                                   : framework + ": " + finding.verdict.signature;
   std::string text = "# " + title + "\n\n";
   text += "Found by zero3's differential fuzz (`zero3 fuzz --target " + writeup.target + "`) and shrunk to the case below.\n\n";
-  text += "- **Versions:** " + writeup.versions + "; CPU, gloo, " + plural(finding.shrunk.run.world, "process") + ".\n";
+  text += "- **Versions:** " + writeup.versions + "; CPU, gloo, " + plural(finding.shrunk.run.world, "process", "processes") + ".\n";
   text += "- **Minimal case:** " + model_sentence(finding.shrunk) + ".\n";
   text += "- **Upstream:** " + upstream_status_line(writeup.upstream, *writeup.table) + ".\n";
   if (writeup.upstream != nullptr) {
