@@ -12,7 +12,6 @@ hang, crash and confirming (`fresh`) run.
     pool.submit(case_dir, weights_path)      # every rank starts the case
     ranks = pool.collect(deadline)           # one dict per rank (PROTOCOL.md, "ranks")
 """
-import contextlib
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -21,6 +20,7 @@ import os
 import signal
 import socket
 import time
+import unittest.mock
 
 from zero3py.runners import rank as rank_body
 
@@ -117,21 +117,6 @@ def tools_dir():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@contextlib.contextmanager
-def environment(values):
-    """os.environ with values set, restored on leaving."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def fork_server(target):
     """The multiprocessing context whose server forks this process's ranks, started on first use
     with preload.py imported. One server per supervisor (a supervisor serves one target). Its
@@ -142,7 +127,7 @@ def fork_server(target):
     rank_environment = {"DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0",
                         "ZERO3_RUNNER_TARGET": target,
                         "PYTHONPATH": os.pathsep.join(filter(None, [tools_dir(), os.environ.get("PYTHONPATH")]))}
-    with environment(rank_environment):
+    with unittest.mock.patch.dict(os.environ, rank_environment):  # restored on leaving
         multiprocessing.forkserver.ensure_running()
     return context
 

@@ -18,7 +18,6 @@ import tempfile
 import traceback
 
 
-
 def raised_where(error):
     """"module.py:function" of the frame that raised, the framework's own when it has one: what,
     with the exception's type and message, tells one bug from another."""
